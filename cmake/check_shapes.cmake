@@ -1,0 +1,8 @@
+cmake_minimum_required(VERSION 3.25)
+# cmake -DSHAPES=<file> -P cmake/check_shapes.cmake: parses a shapes file as the configure
+# step does and prints the number of cases (the shapes parser's unit test runs this).
+include(${CMAKE_CURRENT_LIST_DIR}/shapes.cmake)
+attn_read_shapes("${SHAPES}" S)
+list(LENGTH S_CASES n)
+list(GET S_CASES 0 first)
+message("cases=${n} batch=${S_BATCH} heads=${S_HEADS} first=${first}")

@@ -1,0 +1,123 @@
+/* "simple": the harness's built-in correctness floor, not a fast kernel.
+ *
+ * One warp computes one (batch, head, query row) with a plain online softmax in float32,
+ * one key at a time. It exists so that the harness, its reference and its tests always
+ * have a kernel that is obviously right: when "simple" disagrees with the reference,
+ * suspect the reference or the harness first. See NOTES.md. */
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attn_abi.h"
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4; /* query rows per block */
+constexpr int kErr = 2;           /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __half from_float<__half>(float x) {
+    return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+
+/* Sum over the 32 lanes; every lane gets the total. */
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+
+/* Lane `lane` owns head-dim elements lane, lane + 32, ... (E = D / 32 of them), so each
+ * load instruction of the warp reads 32 consecutive elements. */
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+simple_fwd_kernel(const attn_fwd_params p) {
+    constexpr int E = D / 32;
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    const int64_t n_rows = (int64_t)p.batch * p.heads * p.seqlen_q;
+    if (row >= n_rows) return; /* whole warp leaves together */
+
+    const int i = (int)(row % p.seqlen_q); /* query row */
+    const int64_t bh = row / p.seqlen_q;
+    const int h = (int)(bh % p.heads);
+    const int b = (int)(bh / p.heads);
+
+    const T *q = (const T *)p.q + b * p.q_batch_stride + h * p.q_head_stride + i * p.q_row_stride;
+    const T *k = (const T *)p.k + b * p.k_batch_stride + h * p.k_head_stride;
+    const T *v = (const T *)p.v + b * p.v_batch_stride + h * p.v_head_stride;
+    T *o = (T *)p.o + b * p.o_batch_stride + h * p.o_head_stride + i * p.o_row_stride;
+
+    /* Visible keys are 0 .. n_keys-1. Causal, bottom-right aligned:
+     * key j is visible iff j <= i + seqlen_k - seqlen_q. */
+    int64_t n_keys = p.seqlen_k;
+    if (p.causal) {
+        const int64_t last = (int64_t)i + p.seqlen_k - p.seqlen_q; /* may be negative */
+        n_keys = last + 1 < n_keys ? last + 1 : n_keys;
+        if (n_keys < 0) n_keys = 0;
+    }
+
+    float qf[E], acc[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        qf[e] = to_float(q[e * 32 + lane]);
+        acc[e] = 0.f;
+    }
+
+    /* Online softmax: m = max score so far, l = sum exp(s - m), acc = sum exp(s - m) * v. */
+    float m = -INFINITY, l = 0.f;
+    for (int64_t j = 0; j < n_keys; ++j) {
+        const T *kj = k + j * p.k_row_stride;
+        const T *vj = v + j * p.v_row_stride;
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) s += qf[e] * to_float(kj[e * 32 + lane]);
+        s = warp_sum(s) * p.softmax_scale;
+
+        const float m_new = fmaxf(m, s);
+        const float corr = expf(m - m_new); /* 0 on the first key (m = -inf) */
+        const float pj = expf(s - m_new);
+        l = l * corr + pj;
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[e] = acc[e] * corr + pj * to_float(vj[e * 32 + lane]);
+        m = m_new;
+    }
+
+    /* A row that sees no key writes O = 0 and LSE = -inf. */
+#pragma unroll
+    for (int e = 0; e < E; ++e) o[e * 32 + lane] = from_float<T>(n_keys > 0 ? acc[e] / l : 0.f);
+    if (p.lse != nullptr && lane == 0) p.lse[row] = n_keys > 0 ? m + logf(l) : -INFINITY;
+}
+
+template <typename T, int D>
+int launch(const attn_fwd_params *p, cudaStream_t stream) {
+    const int64_t n_rows = (int64_t)p->batch * p->heads * p->seqlen_q;
+    const int64_t n_blocks = (n_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    if (n_blocks > 0x7fffffff) return kErr;
+    simple_fwd_kernel<T, D><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
+    return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+}
+
+int simple_fwd(const attn_fwd_params *p, cudaStream_t stream) {
+    if (p == nullptr) return kErr;
+    if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
+    if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
+    if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
+    if (!p->q || !p->k || !p->v || !p->o) return kErr;
+
+    const bool bf16 = p->dtype == ATTN_BF16;
+    if (p->head_dim == 64)
+        return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
+}
+
+} // namespace
+
+extern "C" const attn_kernel attn_kernel_simple = { "simple", simple_fwd };

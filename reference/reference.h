@@ -1,0 +1,51 @@
+/* The cuBLAS + softmax reference, on the GPU, and a float64 CPU oracle that checks it.
+ *
+ * Both GPU variants start from the kernel's own quantized inputs (the same fp16/bf16
+ * tensors, read through the same strides as the kernel):
+ *   ATTN_REF_GOLDEN   float32 throughout: S = scale * Q.K^T and O = P.V by cuBLAS with
+ *                     CUBLAS_COMPUTE_32F (never TF32), float32 masked softmax.
+ *   ATTN_REF_LOWP     what a naive fp16/bf16 implementation computes: as GOLDEN, but P is
+ *                     rounded to the kernel's dtype before P.V and O is rounded to it after.
+ * Heads are processed in chunks so that the float32 score buffer stays small (S = 2048
+ * never needs B*H*S*S floats). */
+#ifndef ATTN_REFERENCE_H
+#define ATTN_REFERENCE_H
+
+#include <stddef.h>
+#include "attn_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { ATTN_REF_GOLDEN = 0, ATTN_REF_LOWP = 1 } attn_ref_variant;
+
+typedef struct attn_reference attn_reference; /* cuBLAS handle and scratch buffers */
+
+/* Returns 0, or non-zero with a message in err (CUDA/cuBLAS error text). */
+int attn_ref_create(attn_reference **out, char *err, size_t errlen);
+void attn_ref_destroy(attn_reference *r);
+
+/* Reads p->q, p->k, p->v through their strides (p->o and p->lse are ignored) and writes
+ *   o_out:   device float [batch][heads][seqlen_q][head_dim], contiguous;
+ *            rows that see no key are 0; for LOWP the values are exactly representable
+ *            in p->dtype.
+ *   lse_out: NULL, or device float [batch][heads][seqlen_q]: natural-log LSE of the
+ *            scaled, masked scores; -INFINITY for a row that sees no key.
+ * Enqueued on `stream`; returns 0 or non-zero with a message in err. */
+int attn_ref_forward(attn_reference *r, const attn_fwd_params *p, attn_ref_variant variant,
+                     float *o_out, float *lse_out, cudaStream_t stream, char *err,
+                     size_t errlen);
+
+/* Float64 CPU oracle, for small shapes. Inputs are host float arrays laid out
+ * [batch][heads][seq][head_dim] contiguous (the quantized values, widened); outputs
+ * o [batch][heads][seqlen_q][head_dim] and lse [batch][heads][seqlen_q] (lse may be NULL).
+ * Same semantics as attn_fwd_params (bottom-right causal, empty rows: zeros and -inf). */
+void attn_oracle_forward(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim,
+                         int causal, double softmax_scale, const float *q, const float *k,
+                         const float *v, double *o, double *lse);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

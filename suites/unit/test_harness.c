@@ -1,0 +1,112 @@
+/* Host helpers: fp16/bf16 rounding, seeds, layouts. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+START_TEST(f16_known_values) {
+    ck_assert_uint_eq(attn_f32_to_f16(1.0f), 0x3c00);
+    ck_assert_uint_eq(attn_f32_to_f16(-2.0f), 0xc000);
+    ck_assert_uint_eq(attn_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(attn_f32_to_f16(65519.0f), 0x7bff);
+    ck_assert_uint_eq(attn_f32_to_f16(65520.0f), 0x7c00);         /* ties to even: Inf */
+    ck_assert_uint_eq(attn_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);  /* tie: to even */
+    ck_assert_uint_eq(attn_f32_to_f16(1.0f + 0x3p-11f), 0x3c02);  /* tie: to even, up */
+    ck_assert_uint_eq(attn_f32_to_f16(1.0f + 0x1.8p-11f), 0x3c01); /* above the tie */
+    ck_assert_uint_eq(attn_f32_to_f16(0x1p-24f), 0x0001);          /* smallest subnormal */
+    ck_assert_uint_eq(attn_f32_to_f16(0x1p-25f), 0x0000);          /* tie to even: zero */
+    ck_assert_uint_eq(attn_f32_to_f16(0x1.8p-24f), 0x0002);
+    ck_assert_uint_eq(attn_f32_to_f16(0x1p-14f), 0x0400);          /* smallest normal */
+    ck_assert_uint_eq(attn_f32_to_f16(INFINITY), 0x7c00);
+    ck_assert((attn_f32_to_f16(NAN) & 0x7fff) > 0x7c00);
+}
+END_TEST
+
+START_TEST(f16_round_trip_every_value) {
+    for (unsigned h = 0; h < 65536; h++) {
+        float f = attn_f16_to_f32((uint16_t)h);
+        if (isnan(f)) continue;
+        ck_assert_msg(attn_f32_to_f16(f) == h, "0x%04x -> %g -> 0x%04x", h, f, attn_f32_to_f16(f));
+    }
+    ck_assert_float_eq(attn_f16_to_f32(0x3555), 0.333251953125f);
+}
+END_TEST
+
+START_TEST(bf16_known_values) {
+    ck_assert_uint_eq(attn_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert_uint_eq(attn_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);   /* tie: to even */
+    ck_assert_uint_eq(attn_f32_to_bf16(1.0f + 0x3p-8f), 0x3f82);   /* tie: to even, up */
+    ck_assert_uint_eq(attn_f32_to_bf16(1.0f + 0x1.2p-8f), 0x3f81);
+    ck_assert_float_eq(attn_bf16_to_f32(0xc040), -3.0f);
+    ck_assert(isnan(attn_bf16_to_f32(attn_f32_to_bf16(NAN))));
+    for (unsigned h = 0; h < 65536; h++) {
+        float f = attn_bf16_to_f32((uint16_t)h);
+        if (!isnan(f)) ck_assert_uint_eq(attn_f32_to_bf16(f), h);
+    }
+}
+END_TEST
+
+START_TEST(seeds_from_names) {
+    unsetenv("ATTN_SEED");
+    uint64_t a = attn_seed_from_name("correctness/simple/fp16/d64/full/s4");
+    ck_assert_uint_eq(a, attn_seed_from_name("correctness/simple/fp16/d64/full/s4"));
+    ck_assert_uint_ne(a, attn_seed_from_name("correctness/simple/fp16/d64/full/s17"));
+    setenv("ATTN_SEED", "0x1234", 1);
+    ck_assert_uint_eq(attn_seed_from_name("anything"), 0x1234);
+    unsetenv("ATTN_SEED");
+}
+END_TEST
+
+START_TEST(normals_are_normal) {
+    attn_rng r;
+    attn_rng_init(&r, 42);
+    double sum = 0, sq = 0;
+    int n = 200000, zeros = 0;
+    for (int i = 0; i < n; i++) {
+        double x = attn_rng_normal(&r);
+        sum += x, sq += x * x, zeros += x == 0;
+    }
+    ck_assert_double_eq_tol(sum / n, 0.0, 0.01);
+    ck_assert_double_eq_tol(sq / n, 1.0, 0.02);
+    ck_assert_int_eq(zeros, 0);
+}
+END_TEST
+
+START_TEST(layouts) {
+    attn_strides s = attn_make_strides(ATTN_LAYOUT_BSHD, 2, 3, 5, 64);
+    ck_assert_int_eq(s.head, 64);
+    ck_assert_int_eq(s.row, 192);
+    ck_assert_int_eq(s.batch, 960);
+    ck_assert_int_eq(s.extent, 1920);
+    s = attn_make_strides(ATTN_LAYOUT_BHSD, 2, 3, 5, 64);
+    ck_assert_int_eq(s.row, 64);
+    ck_assert_int_eq(s.head, 320);
+    ck_assert_int_eq(s.batch, 960);
+    s = attn_make_strides(ATTN_LAYOUT_BSHD_PADDED, 2, 3, 5, 64);
+    ck_assert_int_eq(s.row, 200);
+    ck_assert_int_eq(s.batch, 1000);
+    s = attn_make_strides(ATTN_LAYOUT_BHSD_PADDED, 2, 3, 5, 64);
+    ck_assert_int_eq(s.row, 72);
+    ck_assert_int_eq(s.head, 360);
+    ck_assert_int_eq(attn_offset(&s, 1, 2, 4, 63), 1080 + 720 + 288 + 63);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("harness");
+    TCase *tc = tcase_create("host_helpers");
+    tcase_add_test(tc, f16_known_values);
+    tcase_add_test(tc, f16_round_trip_every_value);
+    tcase_add_test(tc, bf16_known_values);
+    tcase_add_test(tc, seeds_from_names);
+    tcase_add_test(tc, normals_are_normal);
+    tcase_add_test(tc, layouts);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}

@@ -1,0 +1,100 @@
+/* The plugin loader: a good plugin loads; each broken one fails with a clear reason that
+ * names the file. Fixture paths come from the environment (set by CTest). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+
+static const char *fixture(const char *var) {
+    const char *p = getenv(var);
+    ck_assert_msg(p != NULL, "%s is not set (run through ctest)", var);
+    return p;
+}
+
+static void expect_error(const char *var, const char *reason) {
+    char err[1024] = "";
+    int n = -1;
+    const char *path = fixture(var);
+    ck_assert_ptr_null(attn_plugin_load(path, &n, err, sizeof err));
+    ck_assert_int_eq(n, 0);
+    ck_assert_msg(strstr(err, path) != NULL, "message does not name the file: %s", err);
+    ck_assert_msg(strstr(err, reason) != NULL, "expected '%s' in: %s", reason, err);
+}
+
+START_TEST(good_plugin_loads) {
+    char err[1024] = "";
+    int n = 0;
+    const attn_kernel *k = attn_plugin_load(fixture("ATTN_FIXTURE_GOOD"), &n, err, sizeof err);
+    ck_assert_msg(k != NULL, "%s", err);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(k[0].name, "fixture_unsupported");
+    ck_assert_int_eq(k[0].fwd(NULL, 0), ATTN_UNSUPPORTED);
+    const attn_kernel *f = attn_find_kernel("fixture_unsupported", fixture("ATTN_FIXTURE_GOOD"), err, sizeof err);
+    ck_assert_ptr_eq(f, &k[0]);
+}
+END_TEST
+
+START_TEST(missing_kernel_name) {
+    char err[1024] = "";
+    ck_assert_ptr_null(attn_find_kernel("nope", fixture("ATTN_FIXTURE_GOOD"), err, sizeof err));
+    ck_assert_msg(strstr(err, "has no kernel named 'nope'"), "%s", err);
+}
+END_TEST
+
+START_TEST(nonexistent_file) {
+    char err[1024] = "";
+    int n;
+    ck_assert_ptr_null(attn_plugin_load("/nonexistent/libx.so", &n, err, sizeof err));
+    ck_assert_msg(strstr(err, "plugin /nonexistent/libx.so: cannot be loaded"), "%s", err);
+}
+END_TEST
+
+START_TEST(not_a_library) { expect_error("ATTN_FIXTURE_NOT_ELF", "cannot be loaded"); }
+END_TEST
+START_TEST(no_symbol) { expect_error("ATTN_FIXTURE_NO_SYMBOL", "has no symbol attn_plugin_kernels"); }
+END_TEST
+START_TEST(bad_abi) { expect_error("ATTN_FIXTURE_BAD_ABI", "has ABI version 99; this harness needs version 1"); }
+END_TEST
+START_TEST(bad_name) { expect_error("ATTN_FIXTURE_BAD_NAME", "invalid name 'Bad-Name'"); }
+END_TEST
+
+START_TEST(builtins) {
+    int n;
+    const attn_kernel *const *b = attn_builtin_kernels(&n);
+    ck_assert_int_ge(n, 1);
+    for (int i = 0; i < n; i++) ck_assert_msg(attn_kernel_name_valid(b[i]->name), "%s", b[i]->name);
+    char err[256];
+    ck_assert_ptr_null(attn_find_kernel("no_such_kernel", NULL, err, sizeof err));
+    ck_assert_msg(strstr(err, "no built-in kernel named 'no_such_kernel'"), "%s", err);
+}
+END_TEST
+
+START_TEST(name_rule) {
+    ck_assert(attn_kernel_name_valid("flash_v2_d128"));
+    ck_assert(!attn_kernel_name_valid(""));
+    ck_assert(!attn_kernel_name_valid("Flash"));
+    ck_assert(!attn_kernel_name_valid("a-b"));
+    ck_assert(!attn_kernel_name_valid("a/b"));
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("plugin");
+    TCase *tc = tcase_create("loader");
+    tcase_add_test(tc, good_plugin_loads);
+    tcase_add_test(tc, missing_kernel_name);
+    tcase_add_test(tc, nonexistent_file);
+    tcase_add_test(tc, not_a_library);
+    tcase_add_test(tc, no_symbol);
+    tcase_add_test(tc, bad_abi);
+    tcase_add_test(tc, bad_name);
+    tcase_add_test(tc, name_rule);
+    tcase_add_test(tc, builtins);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}

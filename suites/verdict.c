@@ -1,0 +1,177 @@
+#include "verdict.h"
+
+#include <ini.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *section, *name;
+    size_t offset;
+} tol_key;
+
+static const tol_key tol_keys[] = {
+    {"output", "max_factor", offsetof(attn_tolerance, max_factor)},
+    {"output", "atol_steps", offsetof(attn_tolerance, atol_steps)},
+    {"output", "mean_factor", offsetof(attn_tolerance, mean_factor)},
+    {"output", "mean_eps_steps", offsetof(attn_tolerance, mean_eps_steps)},
+    {"lse", "atol", offsetof(attn_tolerance, lse_atol)},
+    {"lse", "rtol", offsetof(attn_tolerance, lse_rtol)},
+};
+enum { N_TOL_KEYS = sizeof tol_keys / sizeof tol_keys[0] };
+
+typedef struct {
+    attn_tolerance *t;
+    int seen[N_TOL_KEYS];
+    char *err;
+    size_t errlen;
+    const char *path;
+    int failed;
+} tol_ctx;
+
+/* Debian's inih passes no line number to the handler: a handler that returns 0 makes
+ * ini_parse return that line, and the message is completed there. */
+static int tol_handler(void *user, const char *section, const char *name, const char *value) {
+    tol_ctx *c = user;
+    for (int i = 0; i < N_TOL_KEYS; i++) {
+        if (strcmp(section, tol_keys[i].section) || strcmp(name, tol_keys[i].name)) continue;
+        char *end;
+        double x = strtod(value, &end);
+        while (*end == ' ' || *end == '\t') end++;
+        if (end == value || *end || !isfinite(x) || x < 0) {
+            snprintf(c->err, c->errlen, "[%s] %s: expected a non-negative number, got '%s'",
+                     section, name, value);
+            c->failed = 1;
+            return 0;
+        }
+        *(double *)((char *)c->t + tol_keys[i].offset) = x;
+        c->seen[i] = 1;
+        return 1;
+    }
+    snprintf(c->err, c->errlen, "unknown key '%s' in section [%s]", name, section);
+    c->failed = 1;
+    return 0;
+}
+
+int attn_tolerance_load(const char *path, attn_tolerance *t, char *err, size_t errlen) {
+    char why[256] = "";
+    tol_ctx c = {.t = t, .err = why, .errlen = sizeof why, .path = path};
+    memset(t, 0, sizeof *t);
+    int rc = ini_parse(path, tol_handler, &c);
+    if (rc == -1) {
+        snprintf(err, errlen, "%s: cannot open tolerance file", path);
+        return 1;
+    }
+    if (c.failed) {
+        snprintf(err, errlen, "%s:%d: %s", path, rc, why);
+        return 1;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "%s:%d: expected '[section]', 'key = value' or a comment", path, rc);
+        return 1;
+    }
+    for (int i = 0; i < N_TOL_KEYS; i++) {
+        if (!c.seen[i]) {
+            snprintf(err, errlen, "%s: missing key '%s' in section [%s]", path, tol_keys[i].name,
+                     tol_keys[i].section);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+double attn_dtype_step(attn_dtype dtype, double x) {
+    int mant = dtype == ATTN_BF16 ? 7 : 10;
+    x = fabs(x);
+    /* below the smallest normal, fp16's spacing is fixed; bf16 shares float32's range */
+    double min_normal = dtype == ATTN_BF16 ? ldexp(1.0, -126) : ldexp(1.0, -14);
+    if (!(x >= min_normal)) x = min_normal;
+    int e;
+    frexp(x, &e); /* x = f * 2^e, f in [0.5, 1): the binade is 2^(e-1) */
+    return ldexp(1.0, e - 1 - mant);
+}
+
+const char *attn_rule_name(attn_rule r) {
+    switch (r) {
+    case ATTN_RULE_PASS: return "pass";
+    case ATTN_RULE_NONFINITE: return "non-finite output where the reference is finite";
+    case ATTN_RULE_EMPTY_ROW: return "a row that sees no key is not exactly zero";
+    case ATTN_RULE_MAX: return "max|O-G| above bound";
+    case ATTN_RULE_MEAN: return "mean|O-G| above bound";
+    }
+    return "?";
+}
+
+void attn_judge_output(const float *o, const float *g, const float *r, size_t rows,
+                       int head_dim, const unsigned char *row_empty, attn_dtype dtype,
+                       const attn_tolerance *t, attn_output_verdict *v) {
+    memset(v, 0, sizeof *v);
+    size_t n = rows * (size_t)head_dim;
+    size_t first_nonfinite = n, first_nonzero_empty = n, nonfinite = 0, nonzero_empty = 0;
+    double gmax = 0, sum_err = 0, sum_ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(g[i]) && !isfinite(o[i])) {
+            if (!nonfinite++) first_nonfinite = i;
+            continue;
+        }
+        if (row_empty && row_empty[i / (size_t)head_dim] && o[i] != 0.0f) {
+            if (!nonzero_empty++) first_nonzero_empty = i;
+        }
+        double e = fabs((double)o[i] - g[i]), er = fabs((double)r[i] - g[i]);
+        if (e > v->max_err) {
+            v->max_err = e;
+            v->worst = i;
+        }
+        if (er > v->max_ref_err) v->max_ref_err = er;
+        if (fabs(g[i]) > gmax) gmax = fabs(g[i]);
+        sum_err += e;
+        sum_ref += er;
+    }
+    size_t counted = n - nonfinite;
+    v->mean_err = counted ? sum_err / counted : 0;
+    v->mean_ref_err = counted ? sum_ref / counted : 0;
+    v->step = attn_dtype_step(dtype, gmax);
+    v->atol = t->atol_steps * v->step;
+    v->max_bound = t->max_factor * v->max_ref_err + v->atol;
+    v->mean_bound = t->mean_factor * v->mean_ref_err + t->mean_eps_steps * v->step;
+    if (nonfinite) {
+        v->rule = ATTN_RULE_NONFINITE;
+        v->worst = first_nonfinite;
+        v->bad_count = nonfinite;
+    } else if (nonzero_empty) {
+        v->rule = ATTN_RULE_EMPTY_ROW;
+        v->worst = first_nonzero_empty;
+        v->bad_count = nonzero_empty;
+    } else if (v->max_err > v->max_bound) {
+        v->rule = ATTN_RULE_MAX;
+    } else if (v->mean_err > v->mean_bound) {
+        v->rule = ATTN_RULE_MEAN;
+    }
+}
+
+void attn_judge_lse(const float *lse, const float *g, size_t rows, const attn_tolerance *t,
+                    attn_lse_verdict *v) {
+    memset(v, 0, sizeof *v);
+    double worst_margin = -INFINITY; /* largest e - bound seen: the row nearest to failing */
+    size_t first_bad = rows;
+    for (size_t i = 0; i < rows; i++) {
+        int bad;
+        if (isinf(g[i]) && g[i] < 0) {
+            bad = !(isinf(lse[i]) && lse[i] < 0);
+        } else {
+            double bound = t->lse_atol + t->lse_rtol * fabs(g[i]);
+            double e = fabs((double)lse[i] - g[i]);
+            bad = !(e <= bound); /* NaN fails too */
+            if (isfinite(e) && e - bound > worst_margin) {
+                worst_margin = e - bound;
+                v->max_err = e;
+                v->bound = bound;
+                v->worst = i;
+            }
+        }
+        if (bad && !v->bad_count++) first_bad = i;
+    }
+    if (v->bad_count) v->worst = first_bad;
+    v->ok = v->bad_count == 0;
+}

@@ -1,0 +1,60 @@
+/* The correctness verdict rule (the method of FlashAttention's tests): a kernel output O
+ * is judged against the golden reference G by how far a naive low-precision
+ * implementation R lands from G. Pure host code, unit-tested on synthetic arrays. */
+#ifndef ATTN_VERDICT_H
+#define ATTN_VERDICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "attn_abi.h"
+
+typedef struct {
+    double max_factor, atol_steps;      /* max|O-G| <= max_factor*max|R-G| + atol_steps*step */
+    double mean_factor, mean_eps_steps; /* mean|O-G| <= mean_factor*mean|R-G| + eps */
+    double lse_atol, lse_rtol;          /* |L-Lg| <= lse_atol + lse_rtol*|Lg| */
+} attn_tolerance;
+
+/* Reads an INI file (see thresholds/tolerance.ini). Every key is required. Returns 0, or
+ * non-zero with "path:line: what was expected" (or the missing key) in err. */
+int attn_tolerance_load(const char *path, attn_tolerance *t, char *err, size_t errlen);
+
+/* Spacing of representable dtype values at magnitude x (fp16: 10 mantissa bits, bf16: 7). */
+double attn_dtype_step(attn_dtype dtype, double x);
+
+typedef enum {
+    ATTN_RULE_PASS = 0,
+    ATTN_RULE_NONFINITE,  /* NaN/Inf where G is finite */
+    ATTN_RULE_EMPTY_ROW,  /* a row that sees no key is not exactly zero */
+    ATTN_RULE_MAX,        /* max|O-G| above its bound */
+    ATTN_RULE_MEAN,       /* mean|O-G| above its bound */
+} attn_rule;
+
+typedef struct {
+    attn_rule rule;        /* the first rule that failed, or PASS */
+    double max_err, max_ref_err, max_bound, atol, step;
+    double mean_err, mean_ref_err, mean_bound;
+    size_t worst;          /* index of the largest |O-G| (or of the first bad element) */
+    size_t bad_count;      /* elements breaking the failed rule (non-finite / empty-row) */
+} attn_output_verdict;
+
+/* o, g, r: n = rows*head_dim floats, row-major; row_empty[row] != 0 marks a row that sees
+ * no key (G is zero there). */
+void attn_judge_output(const float *o, const float *g, const float *r, size_t rows,
+                       int head_dim, const unsigned char *row_empty, attn_dtype dtype,
+                       const attn_tolerance *t, attn_output_verdict *v);
+
+typedef struct {
+    int ok;
+    double max_err;        /* largest |L-Lg| over rows that see keys */
+    double bound;          /* its bound at that row */
+    size_t worst;          /* row of the worst (or first bad) value */
+    size_t bad_count;      /* rows out of bound, non-finite, or wrong for empty rows */
+} attn_lse_verdict;
+
+/* lse, g: `rows` floats; g is -INFINITY exactly for rows that see no key. */
+void attn_judge_lse(const float *lse, const float *g, size_t rows, const attn_tolerance *t,
+                    attn_lse_verdict *v);
+
+const char *attn_rule_name(attn_rule r);
+
+#endif
