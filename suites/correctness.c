@@ -151,7 +151,8 @@ static int run_setup(run *x, const run_spec *spec) {
                     for (int d = 0; d < cfg.head_dim; d++)
                         data[attn_offset(&x->st[t], b, hh, s, d)] =
                             attn_to_dtype(cfg.dtype, (float)(sigma * attn_rng_normal(&rng)));
-        cudaError_t e = cudaMemcpy(x->dbuf[t], h, x->bytes[t], cudaMemcpyHostToDevice);
+        cudaError_t e = cudaMemcpyAsync(x->dbuf[t], h, x->bytes[t], cudaMemcpyHostToDevice, cfg.stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cfg.stream); /* before h is freed */
         free(h);
         CUDA_TRY(e);
     }
@@ -208,18 +209,20 @@ static int run_reference(run *x) {
         return 1;
     }
     CUDA_TRY(cudaStreamSynchronize(cfg.stream));
-    CUDA_TRY(cudaMemcpy(x->g, x->dg, x->o_elems * 4, cudaMemcpyDeviceToHost));
-    CUDA_TRY(cudaMemcpy(x->r, x->dr, x->o_elems * 4, cudaMemcpyDeviceToHost));
-    CUDA_TRY(cudaMemcpy(x->lg, x->dlg, x->rows * 4, cudaMemcpyDeviceToHost));
+    CUDA_TRY(cudaMemcpyAsync(x->g, x->dg, x->o_elems * 4, cudaMemcpyDeviceToHost, cfg.stream));
+    CUDA_TRY(cudaMemcpyAsync(x->r, x->dr, x->o_elems * 4, cudaMemcpyDeviceToHost, cfg.stream));
+    CUDA_TRY(cudaMemcpyAsync(x->lg, x->dlg, x->rows * 4, cudaMemcpyDeviceToHost, cfg.stream));
+    CUDA_TRY(cudaStreamSynchronize(cfg.stream));
     return 0;
 }
 
 typedef enum { LAUNCH_OK, LAUNCH_UNSUPPORTED, LAUNCH_FAILED } launch_result;
 
-/* Poisons O and LSE (guards included), runs the kernel, copies both buffers back whole. */
+/* Poisons O and LSE (guards included), runs the kernel, copies both buffers back whole.
+ * Every operation goes on cfg.stream: nothing may race with the kernel. */
 static launch_result run_kernel(run *x) {
-    if (cudaMemset(x->dbuf[3], POISON, x->bytes[3]) != cudaSuccess ||
-        cudaMemset(x->dlse_buf, POISON, lse_bytes() + 2 * GUARD_BYTES) != cudaSuccess) {
+    if (cudaMemsetAsync(x->dbuf[3], POISON, x->bytes[3], cfg.stream) != cudaSuccess ||
+        cudaMemsetAsync(x->dlse_buf, POISON, lse_bytes() + 2 * GUARD_BYTES, cfg.stream) != cudaSuccess) {
         say("  cudaMemset failed: %s\n", cudaGetErrorString(cudaGetLastError()));
         return LAUNCH_FAILED;
     }
@@ -243,8 +246,10 @@ static launch_result run_kernel(run *x) {
         say("  the kernel failed on the GPU: %s: %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
         return LAUNCH_FAILED;
     }
-    if (cudaMemcpy(x->o_raw, x->dbuf[3], x->bytes[3], cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(x->lse_raw, x->dlse_buf, lse_bytes() + 2 * GUARD_BYTES, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (cudaMemcpyAsync(x->o_raw, x->dbuf[3], x->bytes[3], cudaMemcpyDeviceToHost, cfg.stream) != cudaSuccess ||
+        cudaMemcpyAsync(x->lse_raw, x->dlse_buf, lse_bytes() + 2 * GUARD_BYTES, cudaMemcpyDeviceToHost,
+                        cfg.stream) != cudaSuccess ||
+        cudaStreamSynchronize(cfg.stream) != cudaSuccess) {
         say("  copying the outputs back failed: %s\n", cudaGetErrorString(cudaGetLastError()));
         return LAUNCH_FAILED;
     }
@@ -655,7 +660,7 @@ int main(int argc, char **argv) {
         printf("SKIPPED: %s\n", err);
         return ATTN_EXIT_SKIP;
     }
-    cudaError_t e = cudaStreamCreateWithFlags(&cfg.stream, cudaStreamNonBlocking);
+    cudaError_t e = cudaStreamCreate(&cfg.stream);
     if (e != cudaSuccess) {
         printf("FAILED: cannot create a CUDA stream: %s\n", cudaGetErrorString(e));
         return 1;

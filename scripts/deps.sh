@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Unpacks the Debian -dev packages the harness links (static archives only) into .deps/,
+# for a GPU machine that reaches no package registry: run it where apt-get works, then
+# copy .deps/ along (the .pc files point at this checkout's absolute path).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+prefix=$root/.deps
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pkgs=(check libsubunit-dev libinih-dev)
+(cd "$tmp" && apt-get download "${pkgs[@]}" >/dev/null 2>&1) ||
+  { apt-get update -qq && (cd "$tmp" && apt-get download "${pkgs[@]}" >/dev/null); }
+mkdir -p "$prefix"
+for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$prefix"; done
+find "$prefix/usr/lib" -name '*.so*' -delete # link the archives, never a shared library
+for pc in "$prefix"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
+  sed -i "s|^prefix=.*|prefix=$prefix/usr|" "$pc"
+done
+echo "unpacked ${pkgs[*]} into $prefix"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The main job: set up, build, run the correctness suite on this machine's GPU, summarize.
+#   scripts/run-correctness.sh [ctest arguments...]     e.g. -R 'simple/bf16' or -L d128
+# Environment: ATTN_BUILD_DIR (default build/), ATTN_PLUGINS (;-separated plugin paths),
+# ATTN_JOBS (parallel tests, default 8), ATTN_JUNIT (JUnit file; default in the build dir).
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+build=${ATTN_BUILD_DIR:-$ATTN_ROOT/build}
+junit=${ATTN_JUNIT:-$build/junit-correctness.xml}
+echo "== configure and build in $build"
+attn_configure_build "$build" ${ATTN_PLUGINS:+-DATTN_PLUGINS="$ATTN_PLUGINS"}
+echo "== ctest -L correctness"
+status=0
+start=$(date +%s)
+ctest --test-dir "$build" -L correctness -j "${ATTN_JOBS_TESTS:-8}" --output-junit "$junit" \
+      "$@" >"$build/ctest-correctness.log" 2>&1 || status=$?
+echo "== wall time $(( $(date +%s) - start )) s; log $build/ctest-correctness.log; JUnit $junit"
+python3 "$ATTN_ROOT/scripts/summary.py" "$junit"
+exit $status

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Summarizes a CTest JUnit file: counts, why tests were skipped, which checks failed.
+
+    scripts/summary.py build/junit-correctness.xml
+"""
+import collections
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+CHECK_FAILED = re.compile(r"check '(\w+)' failed\n(?:  shape:.*\n)?(?:  seed:.*\n)?(.*)")
+SKIP_REASON = re.compile(r"^(SKIPPED: .*|NOT SUPPORTED.*)$", re.M)
+
+
+def main(path):
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as e:
+        print(f"summary: cannot read {path}: {e}", file=sys.stderr)
+        return 2
+    passed, failed, skipped = [], [], []
+    skip_reasons = collections.Counter()
+    check_failures = collections.Counter()
+    for tc in root.iter("testcase"):
+        name = tc.get("name")
+        out = tc.findtext("system-out") or ""
+        if tc.find("failure") is not None or tc.get("status") == "fail":
+            checks = CHECK_FAILED.findall(out)
+            for check, _ in checks:
+                check_failures[check] += 1
+            detail = "; ".join(f"{c}: {d.strip()}" for c, d in checks)
+            if not detail:  # crashed, timed out, or a harness error: show its last line
+                lines = [l for l in out.strip().splitlines() if l.strip()]
+                detail = lines[-1] if lines else "(no output: crashed or timed out)"
+            failed.append((name, detail))
+        elif tc.find("skipped") is not None or tc.get("status") in ("notrun", "disabled"):
+            m = SKIP_REASON.search(out)
+            skip_reasons[m.group(1) if m else "(no reason printed)"] += 1
+            skipped.append(name)
+        else:
+            passed.append(name)
+    total = len(passed) + len(failed) + len(skipped)
+    print(f"summary of {path}: {total} tests: {len(passed)} passed, {len(failed)} failed, "
+          f"{len(skipped)} skipped")
+    for reason, n in skip_reasons.most_common():
+        print(f"  skipped ({n}): {reason}")
+    if failed:
+        print("  failed tests:")
+        for name, detail in failed:
+            print(f"    {name}: {detail[:300]}")
+        if check_failures:
+            print("  failures per check: " +
+                  ", ".join(f"{c} {n}" for c, n in check_failures.most_common()))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print(__doc__.strip(), file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1]))
