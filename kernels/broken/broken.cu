@@ -22,6 +22,9 @@ namespace {
 enum {
     BUG_NONE = 0,           /* control: correct */
     BUG_CAUSAL_OFF_BY_ONE,  /* causal mask lets each query see one key too many */
+    /* isolation fixtures: they prove a faulting or hanging kernel fails its own test only */
+    BUG_ILLEGAL_ADDRESS,    /* writes far outside O: the launch faults */
+    BUG_HANG,               /* never finishes: the CTest timeout must stop it */
 };
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
@@ -70,6 +73,11 @@ broken_fwd_kernel(const attn_fwd_params p) {
         if constexpr (BUG == BUG_CAUSAL_OFF_BY_ONE) last += 1; /* BUG: j <= i + sk - sq + 1 */
         n_keys = last + 1 < n_keys ? last + 1 : n_keys;
         if (n_keys < 0) n_keys = 0;
+    }
+
+    if constexpr (BUG == BUG_ILLEGAL_ADDRESS) o += (int64_t)1 << 40; /* BUG: 2 TB past O */
+    if constexpr (BUG == BUG_HANG) {
+        while (p.seqlen_k > 0) __nanosleep(1u << 20); /* BUG: spins until the process is killed */
     }
 
     float qf[E], acc[E];
@@ -130,6 +138,8 @@ int broken_fwd(const attn_fwd_params *p, cudaStream_t stream) {
 const attn_kernel table[] = {
     { "broken_none", broken_fwd<BUG_NONE> },
     { "broken_causal_off_by_one", broken_fwd<BUG_CAUSAL_OFF_BY_ONE> },
+    { "broken_illegal_address", broken_fwd<BUG_ILLEGAL_ADDRESS> },
+    { "broken_hang", broken_fwd<BUG_HANG> },
 };
 
 } // namespace
