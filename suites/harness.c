@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include <dlfcn.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,7 +134,10 @@ int attn_gpu_available(char *why, size_t whylen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        snprintf(why, whylen, "no usable CUDA GPU: cudaGetDeviceCount: %s (%s)",
+        void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (driver) dlclose(driver);
+        snprintf(why, whylen, "%s: cudaGetDeviceCount: %s (%s)",
+                 driver ? "no usable CUDA GPU" : "no NVIDIA driver on this machine (no libcuda.so.1)",
                  cudaGetErrorName(e), cudaGetErrorString(e));
         return 0;
     }
