@@ -1,7 +1,7 @@
 # Reads a shape-matrix file (see shapes/correctness.txt for the format).
 #
 #   attn_read_shapes(<file> <prefix>)
-# sets <prefix>_BATCH, <prefix>_HEADS and <prefix>_CASES, a list of
+# sets <prefix>_BATCH and <prefix>_HEADS (or <prefix>_TOKENS and <prefix>_HIDDEN), and <prefix>_CASES, a list of
 # "<dtype>:<head_dim>:<mask>:<seqlen_q>:<seqlen_k>:<shape name>" where the shape name is
 # s<S> for S_q = S_k = S and q<S_q>k<S_k> otherwise. A malformed file stops the configure
 # step with "<file>:<line>: <what was expected>".
@@ -57,9 +57,9 @@ function(attn_read_shapes file prefix)
       list(APPEND shapes "${sq}:${sk}:q${sq}k${sk}")
       continue()
     endif()
-    if(NOT key MATCHES "^(dtype|head_dim|mask|batch|heads|seqlen)$")
+    if(NOT key MATCHES "^(dtype|head_dim|mask|batch|heads|tokens|hidden|seqlen)$")
       _attn_shapes_error("${file}" ${lineno}
-        "unknown key '${key}': expected dtype, head_dim, mask, batch, heads, seqlen or shape")
+        "unknown key '${key}': expected dtype, head_dim, mask, batch, heads, tokens, hidden, seqlen or shape")
     endif()
     if(key IN_LIST seen)
       _attn_shapes_error("${file}" ${lineno} "'${key}' given twice")
@@ -79,18 +79,32 @@ function(attn_read_shapes file prefix)
       endforeach()
     else()
       _attn_positive_ints("${file}" ${lineno} ${key} "${words}")
-      if(key MATCHES "^(batch|heads)$" AND NOT nvalues EQUAL 1)
+      if(key MATCHES "^(batch|heads|tokens|hidden)$" AND NOT nvalues EQUAL 1)
         _attn_shapes_error("${file}" ${lineno} "${key}: expected exactly one value")
       endif()
     endif()
     set(axis_${key} "${words}")
   endforeach()
 
-  foreach(key dtype head_dim mask batch heads)
+  foreach(key dtype head_dim mask)
     if(NOT key IN_LIST seen)
       message(FATAL_ERROR "${file}: missing the '${key}' line")
     endif()
   endforeach()
+  # the problem size: batch and heads given, or tokens (batch x seqlen) and hidden
+  # (heads x head_dim) as FlashAttention's benchmarks size them
+  foreach(pair "batch;heads" "tokens;hidden")
+    list(GET pair 0 a)
+    list(GET pair 1 b)
+    if((a IN_LIST seen) AND NOT (b IN_LIST seen))
+      message(FATAL_ERROR "${file}: '${a}' given without '${b}'")
+    elseif((b IN_LIST seen) AND NOT (a IN_LIST seen))
+      message(FATAL_ERROR "${file}: '${b}' given without '${a}'")
+    endif()
+  endforeach()
+  if(NOT "batch" IN_LIST seen AND NOT "tokens" IN_LIST seen)
+    message(FATAL_ERROR "${file}: missing the 'heads' line (give batch and heads, or tokens and hidden)")
+  endif()
   set(all "")
   foreach(s IN LISTS axis_seqlen)
     list(APPEND all "${s}:${s}:s${s}")
@@ -112,4 +126,6 @@ function(attn_read_shapes file prefix)
   set(${prefix}_CASES "${cases}" PARENT_SCOPE)
   set(${prefix}_BATCH "${axis_batch}" PARENT_SCOPE)
   set(${prefix}_HEADS "${axis_heads}" PARENT_SCOPE)
+  set(${prefix}_TOKENS "${axis_tokens}" PARENT_SCOPE)
+  set(${prefix}_HIDDEN "${axis_hidden}" PARENT_SCOPE)
 endfunction()

@@ -26,6 +26,8 @@ struct attn_reference {
     cublasHandle_t blas;
     float *q, *k, *v, *s; /* scratch: [chunk][seq][head_dim] x3, [chunk][seqlen_q][seqlen_k] */
     size_t q_cap, k_cap, v_cap, s_cap; /* bytes */
+    float *bs, *bp;       /* baseline scratch: float scores, dtype probabilities */
+    size_t bs_cap, bp_cap;
 };
 
 /* ---- error reporting ------------------------------------------------------------- */
@@ -162,6 +164,32 @@ __global__ void softmax_kernel(float *__restrict__ S, int seqlen_q, int seqlen_k
     if (lse && threadIdx.x == 0) lse[row] = m + logf(l);
 }
 
+/* The baseline's softmax: one block per score row, P written in the input dtype (what an
+ * unfused fp16/bf16 implementation feeds its second GEMM). */
+template <typename T>
+__global__ void softmax_to_dtype_kernel(const float *__restrict__ S, T *__restrict__ P,
+                                        int seqlen_q, int seqlen_k, int causal)
+{
+    const int64_t row = blockIdx.x;
+    const int64_t i = row % seqlen_q;
+    const float *s = S + row * seqlen_k;
+    T *pr = P + row * seqlen_k;
+    int64_t nvis = seqlen_k;
+    if (causal) {
+        nvis = i + seqlen_k - seqlen_q + 1;
+        nvis = nvis < 0 ? 0 : (nvis > seqlen_k ? seqlen_k : nvis);
+    }
+    float m = -INFINITY, l = 0.0f;
+    if (nvis > 0) { /* uniform across the block */
+        for (int j = threadIdx.x; j < nvis; j += blockDim.x) m = fmaxf(m, s[j]);
+        m = block_reduce<true>(m);
+        for (int j = threadIdx.x; j < nvis; j += blockDim.x) l += expf(s[j] - m);
+        l = block_reduce<false>(l);
+    }
+    for (int j = threadIdx.x; j < seqlen_k; j += blockDim.x)
+        pr[j] = (T)(j < nvis ? expf(s[j] - m) / l : 0.0f);
+}
+
 __global__ void round_kernel(float *x, int64_t n, int dtype)
 {
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
@@ -247,6 +275,8 @@ extern "C" void attn_ref_destroy(attn_reference *r)
     cudaFree(r->k);
     cudaFree(r->v);
     cudaFree(r->s);
+    cudaFree(r->bs);
+    cudaFree(r->bp);
     cublasDestroy(r->blas);
     free(r);
 }
@@ -346,6 +376,73 @@ extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
                 round_kernel<<<grid_for(n), THREADS, 0, stream>>>(o, n, (int)p->dtype);
                 LAUNCH_CHECK("round_kernel");
             }
+        }
+    }
+    return 0;
+}
+
+/* ---- the baseline: the same computation, unfused, as a naive fp16/bf16 implementation
+ * runs it: tensor-core GEMMs straight on the inputs' strides (COMPUTE_32F), a float32
+ * score buffer, P in the dtype, O written in the dtype through its strides. ---------- */
+
+#define BASELINE_SCORE_BUDGET_BYTES ((size_t)512 << 20)
+
+extern "C" int attn_ref_baseline(attn_reference *r, const attn_fwd_params *p,
+                                 cudaStream_t stream, char *err, size_t errlen)
+{
+    if (!r || !p || !p->q || !p->k || !p->v || !p->o)
+        return fail(err, errlen, __LINE__, "attn_ref_baseline: NULL argument");
+    if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)
+        return fail(err, errlen, __LINE__, "attn_ref_baseline: unknown dtype %d", (int)p->dtype);
+    const int Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
+    /* (b, h) pairs flatten into one run of "heads" when every tensor's batch stride is
+     * heads x its head stride (contiguous BSHD or BHSD): far fewer GEMM calls. */
+    const int flat = p->q_batch_stride == p->heads * p->q_head_stride &&
+                     p->k_batch_stride == p->heads * p->k_head_stride &&
+                     p->v_batch_stride == p->heads * p->v_head_stride &&
+                     p->o_batch_stride == p->heads * p->o_head_stride;
+    const int64_t B = flat ? 1 : p->batch, H = flat ? (int64_t)p->batch * p->heads : p->heads;
+    const size_t head_score_bytes = (size_t)Sq * Sk * sizeof(float);
+    size_t fit = BASELINE_SCORE_BUDGET_BYTES / head_score_bytes;
+    const int64_t chunk = fit < 1 ? 1 : ((int64_t)fit > H ? H : (int64_t)fit);
+    const size_t es = elem_size(p->dtype);
+    if (grow(&r->bs, &r->bs_cap, (size_t)chunk * head_score_bytes, err, errlen) ||
+        grow(&r->bp, &r->bp_cap, (size_t)chunk * Sq * Sk * es, err, errlen))
+        return -1;
+    CUBLAS_CALL(cublasSetStream, r->blas, stream);
+    const cudaDataType_t dt = p->dtype == ATTN_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    const float one = 1.0f, zero = 0.0f, scale = p->softmax_scale;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t h0 = 0; h0 < H; h0 += chunk) {
+            const int nh = (int)(H - h0 < chunk ? H - h0 : chunk);
+            const char *q = (const char *)p->q + (b * p->q_batch_stride + h0 * p->q_head_stride) * es;
+            const char *k = (const char *)p->k + (b * p->k_batch_stride + h0 * p->k_head_stride) * es;
+            const char *v = (const char *)p->v + (b * p->v_batch_stride + h0 * p->v_head_stride) * es;
+            char *o = (char *)p->o + (b * p->o_batch_stride + h0 * p->o_head_stride) * es;
+            /* S^T (col-major Sk x Sq) = K . Q^T, as in attn_ref_forward, on the dtype inputs */
+            CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_T, CUBLAS_OP_N,
+                        Sk, Sq, D, &scale,
+                        k, dt, (int)p->k_row_stride, (long long)p->k_head_stride,
+                        q, dt, (int)p->q_row_stride, (long long)p->q_head_stride,
+                        &zero, r->bs, CUDA_R_32F, Sk, (long long)Sq * Sk,
+                        nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            const int64_t rows = (int64_t)nh * Sq;
+            if (rows > 0x7fffffff)
+                return fail(err, errlen, __LINE__, "attn_ref_baseline: too many softmax rows");
+            if (p->dtype == ATTN_F16)
+                softmax_to_dtype_kernel<__half><<<(unsigned)rows, THREADS, 0, stream>>>(
+                    r->bs, (__half *)r->bp, Sq, Sk, p->causal);
+            else
+                softmax_to_dtype_kernel<__nv_bfloat16><<<(unsigned)rows, THREADS, 0, stream>>>(
+                    r->bs, (__nv_bfloat16 *)r->bp, Sq, Sk, p->causal);
+            LAUNCH_CHECK("softmax_to_dtype_kernel");
+            /* O^T (col-major D x Sq, ld = O's row stride) = V^T . P^T */
+            CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_N, CUBLAS_OP_N,
+                        D, Sq, Sk, &one,
+                        v, dt, (int)p->v_row_stride, (long long)p->v_head_stride,
+                        r->bp, dt, Sk, (long long)Sq * Sk,
+                        &zero, o, dt, (int)p->o_row_stride, (long long)p->o_head_stride,
+                        nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         }
     }
     return 0;

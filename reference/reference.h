@@ -37,6 +37,14 @@ int attn_ref_forward(attn_reference *r, const attn_fwd_params *p, attn_ref_varia
                      float *o_out, float *lse_out, cudaStream_t stream, char *err,
                      size_t errlen);
 
+/* The benchmark baseline: the same attention computed as an unfused fp16/bf16
+ * implementation does (cuBLAS tensor-core GEMMs on the inputs' strides with float32
+ * accumulation, a float32 score buffer, P in the dtype), writing p->o (in the dtype,
+ * through its strides) like a kernel; p->lse is not written. Enqueued on `stream`.
+ * Returns 0 or non-zero with a message in err. */
+int attn_ref_baseline(attn_reference *r, const attn_fwd_params *p, cudaStream_t stream,
+                      char *err, size_t errlen);
+
 /* Float64 CPU oracle, for small shapes. Inputs are host float arrays laid out
  * [batch][heads][seq][head_dim] contiguous (the quantized values, widened); outputs
  * o [batch][heads][seqlen_q][head_dim] and lse [batch][heads][seqlen_q] (lse may be NULL).

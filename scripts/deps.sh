@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=$root/.deps
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pkgs=(check libsubunit-dev libinih-dev)
+pkgs=(check libsubunit-dev libinih-dev libjansson-dev)
 (cd "$tmp" && apt-get download "${pkgs[@]}" >/dev/null 2>&1) ||
   { apt-get update -qq && (cd "$tmp" && apt-get download "${pkgs[@]}" >/dev/null); }
 mkdir -p "$prefix"

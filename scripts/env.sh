@@ -1,8 +1,8 @@
 # Sourced by the other scripts: makes the C dependencies findable (pkg-config), installing
 # the missing Debian packages when run as root, else using .deps/ (scripts/deps.sh).
 ATTN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ATTN_DEB_PACKAGES="pkg-config check libsubunit-dev libinih-dev"
-ATTN_PC_MODULES="check inih"
+ATTN_DEB_PACKAGES="pkg-config check libsubunit-dev libinih-dev libjansson-dev"
+ATTN_PC_MODULES="check inih jansson"
 if [ -d "$ATTN_ROOT/.deps/usr/lib/x86_64-linux-gnu/pkgconfig" ]; then
   export PKG_CONFIG_PATH="$ATTN_ROOT/.deps/usr/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 fi

@@ -25,6 +25,9 @@ enum {
     /* isolation fixtures: they prove a faulting or hanging kernel fails its own test only */
     BUG_ILLEGAL_ADDRESS,    /* writes far outside O: the launch faults */
     BUG_HANG,               /* never finishes: the CTest timeout must stop it */
+    /* performance fixture: correct output in twice the time; the benchmark thresholds of
+     * "simple" must fail it (run it with ATTN_THRESHOLDS_KERNEL=simple) */
+    BUG_SLOW_2X,
 };
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
@@ -116,6 +119,8 @@ int launch(const attn_fwd_params *p, cudaStream_t stream) {
     const int64_t n_blocks = (n_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
     if (n_blocks > 0x7fffffff) return kErr;
     broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
+    if constexpr (BUG == BUG_SLOW_2X) /* BUG: the same work again */
+        broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
@@ -140,6 +145,7 @@ const attn_kernel table[] = {
     { "broken_causal_off_by_one", broken_fwd<BUG_CAUSAL_OFF_BY_ONE> },
     { "broken_illegal_address", broken_fwd<BUG_ILLEGAL_ADDRESS> },
     { "broken_hang", broken_fwd<BUG_HANG> },
+    { "broken_slow_2x", broken_fwd<BUG_SLOW_2X> },
 };
 
 } // namespace

@@ -1,0 +1,50 @@
+/* GPU side of the benchmarks: random inputs, and cold timing learned from nvbench
+ * (L2 flushed before every sample, launch overhead kept out of the timed interval by a
+ * kernel that holds the stream until everything is enqueued, the SM clock read after each
+ * sample, a noise-based stopping rule). */
+#ifndef ATTN_BENCH_GPU_H
+#define ATTN_BENCH_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "attn_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* n normal random values (mean 0, std sigma) in the dtype, from a counter-based hash:
+ * the same seed gives the same tensor. */
+cudaError_t attn_fill_normal(void *dst, attn_dtype dtype, size_t n, uint64_t seed, float sigma,
+                             cudaStream_t stream);
+
+typedef struct {
+    int min_samples;       /* at least this many kept samples (10) */
+    double min_time_s;     /* and at least this much kept GPU time (0.5 s) */
+    double max_rsd;        /* then stop once the relative std dev is under this (0.005) */
+    double timeout_s;      /* or at this wall time: the result is marked noisy */
+    double min_clock_frac; /* samples under this fraction of the max SM clock are dropped */
+} attn_timing_rules;
+
+typedef struct {
+    int samples, dropped_clock, noisy;
+    double median_ms, min_ms, ci_lo_ms, ci_hi_ms, rsd;
+    double mean_clock_mhz, max_clock_mhz, gpu_time_s;
+} attn_timing;
+
+typedef struct attn_timer attn_timer;
+/* One timer per stream; allocates the L2 flush buffer (twice the L2 size). */
+int attn_timer_create(attn_timer **out, cudaStream_t stream, char *err, size_t errlen);
+void attn_timer_destroy(attn_timer *t);
+
+/* Enqueues the work to time on `stream` (no allocation, no synchronization). */
+typedef int (*attn_enqueue_fn)(void *ctx, cudaStream_t stream, char *err, size_t errlen);
+
+/* Warms up, then takes cold samples until the rules say stop. 0, or non-zero with err. */
+int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx, const attn_timing_rules *rules,
+                 attn_timing *out, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,408 @@
+/* One benchmark: a kernel on one shape of the benchmark matrix, sized like FlashAttention's
+ * benchmarks (batch x seqlen = tokens, heads x head_dim = hidden), against the cuBLAS +
+ * softmax baseline and cuDNN's fused attention, judged by the thresholds stored for this GPU.
+ *
+ *   attn_benchmark --name benchmark/simple/fp16/d64/causal/s512 --kernel simple [--plugin L]
+ *       --dtype fp16 --head-dim 64 --mask causal --seqlen 512 --tokens 16384 --hidden 2048
+ *       --thresholds-dir thresholds --tolerance thresholds/tolerance.ini --fragments DIR
+ *
+ * Order: verify the kernel (a wrong kernel is never timed as a pass), time it, verify and
+ * time each baseline, then the verdict. Writes DIR/<name>.json (collected into one results
+ * file by attn_results at the end of the run) and prints <CTestMeasurement> tags.
+ * Exit: 0 pass, 1 fail, 77 skipped / not supported, 2 bad arguments or harness error.
+ * ATTN_THRESHOLDS_KERNEL=<k> judges the kernel by k's thresholds (e.g. a slowed-down copy
+ * by the original's); ATTN_BENCH_TIMEOUT=<s> caps each measurement (default 2 s). */
+#include <getopt.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <jansson.h>
+
+#include "bench_gpu.h"
+#include "cudnn_sdpa.h"
+#include "harness.h"
+#include "reference.h"
+#include "registry.h"
+#include "results.h"
+#include "thresholds.h"
+#include "verdict.h"
+
+static struct {
+    const char *name, *kernel_name, *plugin, *thresholds_dir, *tolerance_path, *fragments;
+    const attn_kernel *kernel;
+    attn_dtype dtype;
+    int head_dim, causal, seqlen, tokens, hidden;
+    attn_fwd_params p;
+    cudaStream_t stream;
+    attn_reference *ref;
+    json_t *doc; /* this test's fragment */
+} B;
+
+/* ---- the fragment and the exit ------------------------------------------------------ */
+
+static void write_fragment(void) {
+    if (!B.fragments || !B.doc) return;
+    char err[512], path[1024], file[512];
+    snprintf(file, sizeof file, "%s", B.name);
+    for (char *c = file; *c; c++)
+        if (*c == '/') *c = '.';
+    snprintf(path, sizeof path, "%s/%s.json", B.fragments, file);
+    if (attn_mkdirs(B.fragments, err, sizeof err) || attn_json_write_atomic(B.doc, path, err, sizeof err))
+        fprintf(stderr, "attn_benchmark: %s\n", err);
+}
+
+/* Records the verdict and its reason, writes the fragment, exits. */
+static void finish(const char *verdict, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+static void finish(const char *verdict, int code, const char *fmt, ...) {
+    char reason[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    printf("%s: %s\n", !strcmp(verdict, "pass") ? "PASSED" : !strcmp(verdict, "fail") ? "FAILED"
+                       : !strcmp(verdict, "skipped") ? "SKIPPED" : "NOT SUPPORTED", reason);
+    if (B.doc) {
+        json_object_set_new(B.doc, "verdict", json_string(verdict));
+        json_object_set_new(B.doc, "reason", json_string(reason));
+        write_fragment();
+    }
+    exit(code);
+}
+
+static void measure(const char *name, double value, const char *unit) {
+    printf("<CTestMeasurement type=\"numeric/double\" name=\"%s%s\">%.6g</CTestMeasurement>\n",
+           name, unit, value);
+}
+
+/* ---- runs --------------------------------------------------------------------------- */
+
+static int run_kernel(void *ctx, cudaStream_t s, char *err, size_t errlen) {
+    (void)ctx;
+    int rc = B.kernel->fwd(&B.p, s);
+    if (rc != ATTN_OK) snprintf(err, errlen, "kernel '%s' returned %d", B.kernel->name, rc);
+    return rc != ATTN_OK;
+}
+
+static int run_baseline(void *ctx, cudaStream_t s, char *err, size_t errlen) {
+    (void)ctx;
+    return attn_ref_baseline(B.ref, &B.p, s, err, errlen);
+}
+
+static int run_cudnn(void *ctx, cudaStream_t s, char *err, size_t errlen) {
+    return attn_cudnn_plan_run((attn_cudnn_plan *)ctx, &B.p, s, err, errlen);
+}
+
+/* Golden and low-precision references on the host, once. */
+static float *G, *R;
+static size_t n_out, n_rows;
+static unsigned char *row_empty;
+static attn_tolerance tol;
+
+static int compute_references(char *err, size_t errlen) {
+    n_rows = (size_t)B.p.batch * B.p.heads * B.p.seqlen_q;
+    n_out = n_rows * B.head_dim;
+    float *d;
+    if (cudaMalloc((void **)&d, n_out * 4) != cudaSuccess) {
+        snprintf(err, errlen, "cudaMalloc of %zu bytes for the reference failed", n_out * 4);
+        return 1;
+    }
+    G = malloc(n_out * 4), R = malloc(n_out * 4), row_empty = calloc(n_rows, 1);
+    if (!G || !R || !row_empty) return snprintf(err, errlen, "out of host memory"), 1;
+    for (int v = 0; v < 2; v++) {
+        if (attn_ref_forward(B.ref, &B.p, v ? ATTN_REF_LOWP : ATTN_REF_GOLDEN, d, NULL, B.stream, err, errlen))
+            return 1;
+        if (cudaMemcpyAsync(v ? R : G, d, n_out * 4, cudaMemcpyDeviceToHost, B.stream) != cudaSuccess ||
+            cudaStreamSynchronize(B.stream) != cudaSuccess) {
+            snprintf(err, errlen, "reference: %s", cudaGetErrorString(cudaGetLastError()));
+            return 1;
+        }
+    }
+    cudaFree(d);
+    for (size_t r = 0; r < n_rows; r++) {
+        int i = (int)(r % B.p.seqlen_q);
+        row_empty[r] = B.causal && i + B.p.seqlen_k - B.p.seqlen_q < 0;
+    }
+    return 0;
+}
+
+/* Runs `fn` once on NaN-poisoned O and judges the output by the verdict rule. 0 when right;
+ * else the reason in why. */
+static int verify(attn_enqueue_fn fn, void *ctx, char *why, size_t whylen) {
+    size_t bytes = n_out * 2;
+    uint16_t *o16 = malloc(bytes);
+    float *o = malloc(n_out * 4);
+    if (!o16 || !o) return snprintf(why, whylen, "out of host memory"), free(o16), free(o), 1;
+    int bad = cudaMemsetAsync(B.p.o, 0xff, bytes, B.stream) != cudaSuccess || fn(ctx, B.stream, why, whylen);
+    if (!bad) {
+        cudaError_t e = cudaStreamSynchronize(B.stream);
+        if (e == cudaSuccess) e = cudaMemcpy(o16, B.p.o, bytes, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) bad = 1, snprintf(why, whylen, "on the GPU: %s", cudaGetErrorString(e));
+    }
+    if (!bad) {
+        for (size_t i = 0; i < n_out; i++) o[i] = attn_from_dtype(B.dtype, o16[i]); /* BSHD -> */
+        /* O is BSHD; G and R are [b][h][s][d]: compare element by element in G's order */
+        float *ob = malloc(n_out * 4);
+        if (!ob) return snprintf(why, whylen, "out of host memory"), free(o16), free(o), 1;
+        int H = B.p.heads, S = B.p.seqlen_q, D = B.head_dim;
+        for (size_t i = 0; i < n_out; i++) {
+            size_t d = i % D, s = i / D % S, h = i / D / S % H, b = i / D / S / H;
+            ob[i] = o[((b * S + s) * H + h) * D + d];
+        }
+        attn_output_verdict v;
+        attn_judge_output(ob, G, R, n_rows, D, row_empty, B.dtype, &tol, &v);
+        if (v.rule != ATTN_RULE_PASS) {
+            bad = 1;
+            snprintf(why, whylen, "%s: max|O-G| %.3g (bound %.3g), mean|O-G| %.3g (bound %.3g)",
+                     attn_rule_name(v.rule), v.max_err, v.max_bound, v.mean_err, v.mean_bound);
+        }
+        free(ob);
+    }
+    free(o16);
+    free(o);
+    return bad;
+}
+
+static json_t *timing_json(const attn_timing *t) {
+    return json_pack("{s:f, s:f, s:f, s:f, s:i, s:i, s:b, s:f, s:f, s:f}", "median_ms", t->median_ms,
+                     "min_ms", t->min_ms, "ci_lo_ms", t->ci_lo_ms, "ci_hi_ms", t->ci_hi_ms,
+                     "samples", t->samples, "dropped_for_clock", t->dropped_clock, "noisy", t->noisy,
+                     "rsd", t->rsd, "mean_sm_clock_mhz", t->mean_clock_mhz, "gpu_time_s", t->gpu_time_s);
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static void usage(const char *why) {
+    fprintf(stderr, "attn_benchmark: %s\nusage: attn_benchmark --name N --kernel K [--plugin L] "
+            "--dtype fp16|bf16 --head-dim D --mask full|causal --seqlen S --tokens T --hidden H "
+            "--thresholds-dir DIR --tolerance FILE [--fragments DIR]\n", why);
+    exit(2);
+}
+
+static int positive(const char *opt, const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 1 || v > (1L << 30)) {
+        fprintf(stderr, "attn_benchmark: %s: expected a positive integer, got '%s'\n", opt, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+int main(int argc, char **argv) {
+    const char *dtype = NULL, *mask = NULL;
+    static const struct option opts[] = {
+        {"name", 1, 0, 'n'}, {"kernel", 1, 0, 'k'}, {"plugin", 1, 0, 'p'}, {"dtype", 1, 0, 't'},
+        {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'}, {"seqlen", 1, 0, 's'}, {"tokens", 1, 0, 'T'},
+        {"hidden", 1, 0, 'H'}, {"thresholds-dir", 1, 0, 'D'}, {"tolerance", 1, 0, 'o'},
+        {"fragments", 1, 0, 'f'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n': B.name = optarg; break;
+        case 'k': B.kernel_name = optarg; break;
+        case 'p': B.plugin = optarg; break;
+        case 't': dtype = optarg; break;
+        case 'd': B.head_dim = positive("--head-dim", optarg); break;
+        case 'm': mask = optarg; break;
+        case 's': B.seqlen = positive("--seqlen", optarg); break;
+        case 'T': B.tokens = positive("--tokens", optarg); break;
+        case 'H': B.hidden = positive("--hidden", optarg); break;
+        case 'D': B.thresholds_dir = optarg; break;
+        case 'o': B.tolerance_path = optarg; break;
+        case 'f': B.fragments = optarg; break;
+        default: usage("unknown option");
+        }
+    }
+    if (optind != argc || !B.name || !B.kernel_name || !dtype || !mask || !B.head_dim || !B.seqlen ||
+        !B.tokens || !B.hidden || !B.thresholds_dir || !B.tolerance_path)
+        usage("missing or unexpected argument");
+    if (attn_dtype_parse(dtype, &B.dtype)) usage("--dtype: expected fp16 or bf16");
+    if (strcmp(mask, "full") && strcmp(mask, "causal")) usage("--mask: expected full or causal");
+    B.causal = !strcmp(mask, "causal");
+    if (B.hidden % B.head_dim) usage("--hidden must be a multiple of --head-dim");
+
+    char err[2048];
+    if (attn_tolerance_load(B.tolerance_path, &tol, err, sizeof err)) {
+        fprintf(stderr, "attn_benchmark: %s\n", err);
+        return 2;
+    }
+    if (!(B.kernel = attn_find_kernel(B.kernel_name, B.plugin, err, sizeof err))) {
+        fprintf(stderr, "attn_benchmark: %s\n", err);
+        return 2;
+    }
+    if (!attn_gpu_available(err, sizeof err)) {
+        printf("SKIPPED: %s\n", err);
+        return ATTN_EXIT_SKIP;
+    }
+
+    /* the shape: FlashAttention's benchmark convention */
+    int batch = B.tokens / B.seqlen > 0 ? B.tokens / B.seqlen : 1, heads = B.hidden / B.head_dim;
+    B.doc = json_pack("{s:s, s:s, s:s, s:i, s:b, s:i, s:i, s:i, s:i}", "test", B.name, "kernel",
+                      B.kernel_name, "dtype", dtype, "head_dim", B.head_dim, "causal", B.causal,
+                      "seqlen_q", B.seqlen, "seqlen_k", B.seqlen, "batch", batch, "heads", heads);
+    if (!B.doc) return fprintf(stderr, "attn_benchmark: cannot build JSON\n"), 2;
+
+    /* thresholds for this GPU and class, before spending any time */
+    struct cudaDeviceProp prop;
+    int dev;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+        finish("fail", 1, "cannot read the device's properties");
+    char slug[256], tpath[1024];
+    attn_gpu_slug(prop.name, slug, sizeof slug);
+    snprintf(tpath, sizeof tpath, "%s/%s.ini", B.thresholds_dir, slug);
+    FILE *probe = fopen(tpath, "r");
+    if (!probe)
+        finish("skipped", ATTN_EXIT_SKIP, "no thresholds for %s; run attn_calibrate --write %s "
+               "(from the build directory) on this GPU, then add the minimums", prop.name, B.thresholds_dir);
+    fclose(probe);
+    static attn_thresholds th;
+    if (attn_thresholds_load(tpath, &th, err, sizeof err)) finish("fail", 2, "%s", err);
+    if (strcmp(th.gpu_name, prop.name))
+        finish("fail", 2, "%s: [gpu] name '%s' is not this GPU ('%s')", tpath, th.gpu_name, prop.name);
+    const char *judge_as = getenv("ATTN_THRESHOLDS_KERNEL");
+    if (!judge_as || !*judge_as) judge_as = B.kernel_name;
+    /* no class: measured and recorded all the same (so that minimums can be set from the
+     * figures: scripts/set_thresholds.py), but skipped, never passed */
+    const attn_threshold_class *cls = attn_thresholds_find(&th, judge_as, B.dtype, B.head_dim, B.causal, B.seqlen);
+
+    /* inputs: BSHD, random normal */
+    attn_fwd_params *p = &B.p;
+    size_t n = (size_t)batch * B.seqlen * heads * B.head_dim;
+    p->dtype = B.dtype, p->batch = batch, p->heads = heads, p->seqlen_q = p->seqlen_k = B.seqlen;
+    p->head_dim = B.head_dim, p->causal = B.causal;
+    p->softmax_scale = (float)(1.0 / sqrt((double)B.head_dim));
+    void *buf[4];
+    for (int t = 0; t < 4; t++)
+        if (cudaMalloc(&buf[t], n * 2) != cudaSuccess) finish("fail", 2, "cudaMalloc of %zu bytes failed", n * 2);
+    if (cudaStreamCreate(&B.stream) != cudaSuccess) finish("fail", 2, "cannot create a stream");
+    uint64_t seed = attn_seed_from_name(B.name);
+    for (int t = 0; t < 3; t++)
+        if (attn_fill_normal(buf[t], B.dtype, n, seed + t, 1.0f, B.stream) != cudaSuccess)
+            finish("fail", 2, "attn_fill_normal failed");
+    p->q = buf[0], p->k = buf[1], p->v = buf[2], p->o = buf[3], p->lse = NULL;
+    attn_strides st = attn_make_strides(ATTN_LAYOUT_BSHD, batch, heads, B.seqlen, B.head_dim);
+    p->q_batch_stride = p->k_batch_stride = p->v_batch_stride = p->o_batch_stride = st.batch;
+    p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = st.head;
+    p->q_row_stride = p->k_row_stride = p->v_row_stride = p->o_row_stride = st.row;
+
+    if (attn_ref_create(&B.ref, err, sizeof err)) finish("fail", 2, "reference: %s", err);
+    if (compute_references(err, sizeof err)) finish("fail", 2, "reference: %s", err);
+
+    /* 1. the kernel: right first, then timed */
+    int rc = B.kernel->fwd(p, B.stream);
+    if (rc == ATTN_UNSUPPORTED)
+        finish("not_supported", ATTN_EXIT_SKIP, "kernel '%s' returned ATTN_UNSUPPORTED", B.kernel_name);
+    cudaStreamSynchronize(B.stream);
+    if (verify(run_kernel, NULL, err, sizeof err))
+        finish("fail", 1, "the kernel's output is wrong, so it is not timed: %s", err);
+    attn_timing_rules rules = {10, 0.5, 0.005, 2.0, 0.75};
+    const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
+    if (tmo && atof(tmo) > 0) rules.timeout_s = atof(tmo);
+    static attn_timer *timer;
+    if (attn_timer_create(&timer, B.stream, err, sizeof err)) finish("fail", 2, "timer: %s", err);
+    attn_timing tk, tr, tc;
+    if (attn_measure(timer, run_kernel, NULL, &rules, &tk, err, sizeof err)) finish("fail", 1, "timing the kernel: %s", err);
+
+    /* 2. the cuBLAS + softmax baseline */
+    if (verify(run_baseline, NULL, err, sizeof err)) finish("fail", 2, "harness error: the baseline is wrong: %s", err);
+    if (attn_measure(timer, run_baseline, NULL, &rules, &tr, err, sizeof err)) finish("fail", 2, "timing the baseline: %s", err);
+
+    /* 3. cuDNN, where it is there and takes the case */
+    static attn_cudnn *cudnn;
+    static attn_cudnn_plan *plan;
+    char cudnn_why[2048] = "";
+    int have_cudnn = 0;
+    if (attn_cudnn_open(&cudnn, cudnn_why, sizeof cudnn_why) == 0 &&
+        attn_cudnn_plan_create(cudnn, p, &plan, cudnn_why, sizeof cudnn_why) == 0) {
+        char why[1024];
+        if (verify(run_cudnn, plan, why, sizeof why))
+            snprintf(cudnn_why, sizeof cudnn_why, "cuDNN's output fails the verdict rule: %s", why);
+        else if (attn_measure(timer, run_cudnn, plan, &rules, &tc, why, sizeof why))
+            snprintf(cudnn_why, sizeof cudnn_why, "timing cuDNN failed: %s", why);
+        else
+            have_cudnn = 1;
+    }
+
+    /* work, roofline, speedups */
+    double flops = 4.0 * batch * heads * (double)B.seqlen * B.seqlen * B.head_dim * (B.causal ? 0.5 : 1.0);
+    double bytes = 4.0 * n * 2; /* Q, K, V read once, O written once */
+    double peak = (B.dtype == ATTN_BF16 ? th.bf16_tflops : th.fp16_tflops) * 1e12, bw = th.bandwidth_gbs * 1e9;
+    double floor_s = fmax(flops / peak, bytes / bw);
+    double t = tk.median_ms * 1e-3;
+    double roofline = floor_s / t, roofline_hi = floor_s / (tk.ci_lo_ms * 1e-3);
+    double sp_ref = tr.median_ms / tk.median_ms, sp_ref_lo = tr.ci_lo_ms / tk.ci_hi_ms, sp_ref_hi = tr.ci_hi_ms / tk.ci_lo_ms;
+    double sp_cud = NAN, sp_cud_lo = NAN, sp_cud_hi = NAN;
+    if (have_cudnn)
+        sp_cud = tc.median_ms / tk.median_ms, sp_cud_lo = tc.ci_lo_ms / tk.ci_hi_ms, sp_cud_hi = tc.ci_hi_ms / tk.ci_lo_ms;
+
+    printf("%s: kernel %.4f ms [%.4f, %.4f] (%d samples, %d dropped for clock%s), %.1f TFLOP/s, %.0f GB/s, "
+           "roofline %.1f%% (%s-bound floor %.4f ms)\n", B.name, tk.median_ms, tk.ci_lo_ms, tk.ci_hi_ms,
+           tk.samples, tk.dropped_clock, tk.noisy ? ", noisy" : "", flops / t * 1e-12, bytes / t * 1e-9,
+           100 * roofline, flops / peak > bytes / bw ? "compute" : "memory", floor_s * 1e3);
+    printf("  baseline (cuBLAS + softmax) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", tr.median_ms, sp_ref, sp_ref_lo, sp_ref_hi);
+    if (have_cudnn)
+        printf("  cuDNN (%s, %ld) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", attn_cudnn_plan_kind(plan),
+               attn_cudnn_version(cudnn), tc.median_ms, sp_cud, sp_cud_lo, sp_cud_hi);
+    else
+        printf("  cuDNN: not available: %s\n", cudnn_why);
+    measure("kernel_ms", tk.median_ms, "");
+    measure("tflops", flops / t * 1e-12, "");
+    measure("gbs", bytes / t * 1e-9, "");
+    measure("roofline_efficiency", roofline, "");
+    measure("speedup_reference", sp_ref, "");
+    if (have_cudnn) measure("speedup_cudnn", sp_cud, "");
+
+    json_object_set_new(B.doc, "kernel_timing", timing_json(&tk));
+    json_object_set_new(B.doc, "flops", json_real(flops));
+    json_object_set_new(B.doc, "bytes", json_real(bytes));
+    json_object_set_new(B.doc, "tflops", json_real(flops / t * 1e-12));
+    json_object_set_new(B.doc, "gbs", json_real(bytes / t * 1e-9));
+    json_object_set_new(B.doc, "roofline_efficiency", json_real(roofline));
+    json_object_set_new(B.doc, "roofline_bound", json_string(flops / peak > bytes / bw ? "compute" : "memory"));
+    json_t *base = json_object();
+    json_object_set_new(base, "reference", json_pack("{s:o, s:f, s:[f,f]}", "timing", timing_json(&tr),
+                                                      "speedup", sp_ref, "speedup_ci", sp_ref_lo, sp_ref_hi));
+    json_object_set_new(base, "cudnn", have_cudnn
+        ? json_pack("{s:b, s:s, s:i, s:o, s:f, s:[f,f]}", "available", 1, "kind", attn_cudnn_plan_kind(plan),
+                    "version", (int)attn_cudnn_version(cudnn), "timing", timing_json(&tc), "speedup", sp_cud,
+                    "speedup_ci", sp_cud_lo, sp_cud_hi)
+        : json_pack("{s:b, s:s}", "available", 0, "reason", cudnn_why));
+    json_object_set_new(B.doc, "baselines", base);
+    json_object_set_new(B.doc, "peaks", json_pack("{s:f, s:f}", "tflops", peak * 1e-12, "gbs", bw * 1e-9));
+    attn_cudnn_plan_destroy(plan);
+    attn_cudnn_close(cudnn);
+    attn_timer_destroy(timer);
+    if (!cls)
+        finish("skipped", ATTN_EXIT_SKIP, "measured, but no thresholds class in %s covers %s %s d%d %s s%d; "
+               "add a section [%s <dtype|*> <d64|d128|*> <full|causal|*> <lo>-<hi>] "
+               "(scripts/set_thresholds.py writes them from a results file)", tpath, judge_as, dtype,
+               B.head_dim, mask, B.seqlen, judge_as);
+    json_t *jt = json_pack("{s:s, s:s, s:s, s:f, s:f}", "file", tpath, "judged_as", judge_as, "class", cls->section,
+                           "min_speedup_reference", cls->min_speedup_reference, "min_roofline", cls->min_roofline);
+    json_object_set_new(jt, "min_speedup_cudnn", isnan(cls->min_speedup_cudnn) ? json_null() : json_real(cls->min_speedup_cudnn));
+    json_object_set_new(B.doc, "thresholds", jt);
+
+    /* the verdict: fail only when confidently below a minimum (the optimistic end of the
+     * confidence interval is still below it) */
+    char fails[2048] = "";
+    size_t fl = 0;
+    if (sp_ref_hi < cls->min_speedup_reference)
+        fl += snprintf(fails + fl, sizeof fails - fl, "speedup vs reference %.2fx (CI up to %.2fx) < minimum %.2fx; ",
+                       sp_ref, sp_ref_hi, cls->min_speedup_reference);
+    if (have_cudnn && !isnan(cls->min_speedup_cudnn) && sp_cud_hi < cls->min_speedup_cudnn)
+        fl += snprintf(fails + fl, sizeof fails - fl, "speedup vs cuDNN %.2fx (CI up to %.2fx) < minimum %.2fx; ",
+                       sp_cud, sp_cud_hi, cls->min_speedup_cudnn);
+    if (roofline_hi < cls->min_roofline)
+        fl += snprintf(fails + fl, sizeof fails - fl, "roofline efficiency %.1f%% (CI up to %.1f%%) < minimum %.1f%%; ",
+                       100 * roofline, 100 * roofline_hi, 100 * cls->min_roofline);
+    if (fl) finish("fail", 1, "%s(thresholds %s [%s], judged as %s)", fails, tpath, cls->section, judge_as);
+    char cud[64] = "n/a";
+    if (have_cudnn) snprintf(cud, sizeof cud, "%.2fx", sp_cud);
+    finish("pass", 0, "speedup %.2fx vs reference, %s vs cuDNN, roofline %.1f%% (thresholds [%s] in %s)", sp_ref,
+           cud, 100 * roofline, cls->section, tpath);
+}

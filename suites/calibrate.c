@@ -1,0 +1,142 @@
+/* Measures this GPU's two ceilings, the way the benchmarks time kernels (cold, median):
+ * a cuBLAS 8192^3 GEMM per dtype (FLOP/s) and a large device-to-device copy (bytes read
+ * plus written per second).
+ *   attn_calibrate                 print them
+ *   attn_calibrate --write DIR     also write DIR/<gpu slug>.ini with [gpu] and [peaks]
+ *                                  (refuses to replace an existing file without --force)
+ * Exit 0, 1 error, 77 no GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "bench_gpu.h"
+#include "harness.h"
+#include "thresholds.h"
+
+enum { N = 8192 };
+static const size_t COPY_BYTES = (size_t)2 << 30;
+
+static struct {
+    cublasHandle_t blas;
+    void *a, *b, *c, *src, *dst;
+    cudaDataType_t type;
+} g;
+
+static int run_gemm(void *ctx, cudaStream_t s, char *err, size_t errlen) {
+    (void)ctx;
+    const float one = 1, zero = 0;
+    cublasSetStream(g.blas, s);
+    cublasStatus_t st = cublasGemmEx(g.blas, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, g.a, g.type, N,
+                                     g.b, g.type, N, &zero, g.c, g.type, N, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) snprintf(err, errlen, "cublasGemmEx: %s", cublasGetStatusString(st));
+    return st != CUBLAS_STATUS_SUCCESS;
+}
+
+static int run_copy(void *ctx, cudaStream_t s, char *err, size_t errlen) {
+    (void)ctx;
+    cudaError_t e = cudaMemcpyAsync(g.dst, g.src, COPY_BYTES, cudaMemcpyDeviceToDevice, s);
+    if (e != cudaSuccess) snprintf(err, errlen, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
+    return e != cudaSuccess;
+}
+
+int main(int argc, char **argv) {
+    const char *write_dir = NULL;
+    int force = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--write") && i + 1 < argc) write_dir = argv[++i];
+        else if (!strcmp(argv[i], "--force")) force = 1;
+        else {
+            fprintf(stderr, "usage: %s [--write DIR [--force]]\n", argv[0]);
+            return 2;
+        }
+    }
+    char err[1024];
+    if (!attn_gpu_available(err, sizeof err)) {
+        printf("SKIPPED: %s\n", err);
+        return ATTN_EXIT_SKIP;
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    cudaStream_t stream;
+    attn_timer *timer;
+    if (cudaStreamCreate(&stream) != cudaSuccess || attn_timer_create(&timer, stream, err, sizeof err) ||
+        cublasCreate(&g.blas) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "attn_calibrate: setup failed: %s\n", err);
+        return 1;
+    }
+    size_t mat = (size_t)N * N * 2;
+    if (cudaMalloc(&g.a, mat) || cudaMalloc(&g.b, mat) || cudaMalloc(&g.c, mat) ||
+        cudaMalloc(&g.src, COPY_BYTES) || cudaMalloc(&g.dst, COPY_BYTES)) {
+        fprintf(stderr, "attn_calibrate: cudaMalloc failed\n");
+        return 1;
+    }
+    attn_timing_rules rules = {10, 0.5, 0.005, 5.0, 0.75};
+    double tflops[2];
+    for (int d = 0; d < 2; d++) {
+        g.type = d ? CUDA_R_16BF : CUDA_R_16F;
+        attn_dtype dt = d ? ATTN_BF16 : ATTN_F16;
+        attn_fill_normal(g.a, dt, (size_t)N * N, 1, 1.0f, stream); /* random, never zeros */
+        attn_fill_normal(g.b, dt, (size_t)N * N, 2, 1.0f, stream);
+        attn_timing t;
+        if (attn_measure(timer, run_gemm, NULL, &rules, &t, err, sizeof err)) {
+            fprintf(stderr, "attn_calibrate: %s\n", err);
+            return 1;
+        }
+        tflops[d] = 2.0 * N * N * (double)N / (t.median_ms * 1e-3) * 1e-12;
+        printf("cuBLAS %dx%dx%d %s GEMM: %.3f ms median [%.3f, %.3f], %d samples, %.0f MHz: %.0f TFLOP/s\n",
+               N, N, N, d ? "bf16" : "fp16", t.median_ms, t.ci_lo_ms, t.ci_hi_ms, t.samples,
+               t.mean_clock_mhz, tflops[d]);
+    }
+    attn_fill_normal(g.src, ATTN_F16, COPY_BYTES / 2, 3, 1.0f, stream);
+    attn_timing t;
+    if (attn_measure(timer, run_copy, NULL, &rules, &t, err, sizeof err)) {
+        fprintf(stderr, "attn_calibrate: %s\n", err);
+        return 1;
+    }
+    double gbs = 2.0 * COPY_BYTES / (t.median_ms * 1e-3) * 1e-9;
+    printf("device-to-device copy of %zu MiB: %.3f ms median, %d samples: %.0f GB/s (read + written)\n",
+           COPY_BYTES >> 20, t.median_ms, t.samples, gbs);
+
+    if (write_dir) {
+        char slug[256], path[1024], date[32];
+        attn_gpu_slug(prop.name, slug, sizeof slug);
+        snprintf(path, sizeof path, "%s/%s.ini", write_dir, slug);
+        FILE *f = fopen(path, "r");
+        if (f && !force) {
+            fclose(f);
+            fprintf(stderr, "attn_calibrate: %s exists; --force replaces it\n", path);
+            return 1;
+        }
+        if (f) fclose(f);
+        time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+        char tmp[1100];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        f = fopen(tmp, "w");
+        if (!f) {
+            fprintf(stderr, "attn_calibrate: cannot write %s\n", tmp);
+            return 1;
+        }
+        fprintf(f, "; Benchmark thresholds for %s. Peaks measured by attn_calibrate on %s:\n"
+                   "; cuBLAS %d^3 GEMM per dtype, and a %zu MiB device-to-device copy (read + written).\n"
+                   "[gpu]\nname = %s\n\n[peaks]\nfp16_tflops = %.0f\nbf16_tflops = %.0f\nbandwidth_gbs = %.0f\n\n"
+                   "; Minimums per shape class, first match wins:\n"
+                   "; [<kernel> <fp16|bf16|*> <d64|d128|*> <full|causal|*> <seqlen lo>-<hi>]\n"
+                   "; min_speedup_reference = ...   (vs the cuBLAS + softmax baseline)\n"
+                   "; min_speedup_cudnn = ...       (optional)\n"
+                   "; min_roofline = ...            (fraction of the roofline, 0..1)\n",
+                prop.name, date, N, COPY_BYTES >> 20, prop.name, tflops[0], tflops[1], gbs);
+        if (fclose(f) || rename(tmp, path)) {
+            fprintf(stderr, "attn_calibrate: cannot write %s\n", path);
+            return 1;
+        }
+        printf("wrote %s\n", path);
+    }
+    return 0;
+}

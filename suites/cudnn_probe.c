@@ -1,0 +1,296 @@
+/* Probe of the cuDNN SDPA baseline (cudnn_sdpa.h) against the golden reference.
+ *
+ *   cudnn_probe [--quick]
+ *
+ * Opens cuDNN (prints its version, or the reason and exits 77), then for every case of
+ * {fp16, bf16} x {head_dim 64, 128} x {full, causal} x {(Sq,Sk) = (128,128), (1000,1000),
+ * (127,512), (512,127)}, batch 2, heads 3, BSHD layout, random normal inputs: builds a
+ * plan, runs it, compares O with ATTN_REF_GOLDEN and prints one line:
+ *   the case, the plan kind (or cuDNN's refusal), max|O - G| over the rows that see a key,
+ *   PASS if it is <= 0.02 (fp16) / 0.05 (bf16) else FAIL, the mean time of one run, and
+ *   for causal Sq > Sk what cuDNN left in the rows that see no key (never a FAIL).
+ * Then, unless --quick, the alternative graph forms, forced through the environment:
+ *   ATTN_CUDNN_GRAPH=composite for the non-causal cases (the composite graph, where the
+ *   auto choice was the single SDPA op) and ATTN_CUDNN_SQ_GT_SK=slice for causal Sq > Sk.
+ * Exit: 0, 1 if any case that got a plan FAILed (or failed to run), 77 no cuDNN / no GPU,
+ * 2 other setup errors. */
+#define _POSIX_C_SOURCE 200112L /* setenv */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "attn_abi.h"
+#include "cudnn_sdpa.h"
+#include "harness.h"
+#include "reference.h"
+
+enum { BATCH = 2, HEADS = 3, TIMED_RUNS = 20 };
+#define O_SENTINEL_BYTE 0x5A /* O is filled with 0x5A5A before each run: "untouched" */
+
+static attn_cudnn *cudnn;
+static attn_reference *ref;
+static cudaStream_t stream;
+static int n_fail, n_pass, n_refused;
+
+#define CUDA_OR(label, call)                                                              \
+    do {                                                                                  \
+        cudaError_t e_ = (call);                                                          \
+        if (e_ != cudaSuccess) {                                                          \
+            printf("  CUDA error: %s: %s\n", #call, cudaGetErrorString(e_));              \
+            n_fail++;                                                                     \
+            goto label;                                                                   \
+        }                                                                                 \
+    } while (0)
+
+static void describe_keyless(const uint16_t *ho, attn_dtype dt, const attn_strides *so, int sq,
+                             int sk, int d, char *buf, size_t len) {
+    uint16_t sentinel = (uint16_t)(O_SENTINEL_BYTE << 8 | O_SENTINEL_BYTE);
+    long zeros = 0, nans = 0, untouched = 0, other = 0;
+    double other_max = 0;
+    for (int b = 0; b < BATCH; b++)
+        for (int h = 0; h < HEADS; h++)
+            for (int s = 0; s < sq - sk; s++)
+                for (int e = 0; e < d; e++) {
+                    uint16_t bits = ho[attn_offset(so, b, h, s, e)];
+                    float x = attn_from_dtype(dt, bits);
+                    if (bits == sentinel) untouched++;
+                    else if (isnan(x)) nans++;
+                    else if (x == 0.0f) zeros++;
+                    else {
+                        other++;
+                        if (fabs(x) > other_max) other_max = fabs(x);
+                    }
+                }
+    long total = (long)BATCH * HEADS * (sq - sk) * d;
+    if (zeros == total) snprintf(buf, len, "keyless rows 0..%d: all zero", sq - sk - 1);
+    else if (nans == total) snprintf(buf, len, "keyless rows 0..%d: all NaN", sq - sk - 1);
+    else if (untouched == total) snprintf(buf, len, "keyless rows 0..%d: not written", sq - sk - 1);
+    else
+        snprintf(buf, len, "keyless rows 0..%d: %ld zero, %ld NaN, %ld not written, %ld other (max |x| %.3g)",
+                 sq - sk - 1, zeros, nans, untouched, other, other_max);
+}
+
+static void run_case(attn_dtype dt, int d, int causal, int sq, int sk, const char *label) {
+    char name[160], why[4096] = "", line[256];
+    snprintf(name, sizeof name, "cudnn_probe/%s/d%d/%s/q%dk%d", attn_dtype_name(dt), d,
+             causal ? "causal" : "full", sq, sk);
+    snprintf(line, sizeof line, "%-4s d%-3d %-6s q%-4d k%-4d%s%s", attn_dtype_name(dt), d,
+             causal ? "causal" : "full", sq, sk, label ? " " : "", label ? label : "");
+
+    attn_strides stq = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, sq, d);
+    attn_strides stk = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, sk, d);
+    size_t nq = (size_t)stq.extent, nk = (size_t)stk.extent, ng = (size_t)BATCH * HEADS * sq * d;
+    uint16_t *hq = calloc(nq, 2), *hk = calloc(nk, 2), *hv = calloc(nk, 2), *ho = calloc(nq, 2);
+    float *hg = calloc(ng, sizeof(float));
+    void *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL;
+    float *dg = NULL;
+    attn_cudnn_plan *plan = NULL;
+    cudaEvent_t ev0 = NULL, ev1 = NULL;
+    if (!hq || !hk || !hv || !ho || !hg) {
+        printf("%s  host out of memory\n", line);
+        n_fail++;
+        goto done;
+    }
+
+    attn_rng rng;
+    attn_rng_init(&rng, attn_seed_from_name(name));
+    uint16_t *h16[3] = {hq, hk, hv};
+    for (int t = 0; t < 3; t++) {
+        int seq = t == 0 ? sq : sk;
+        attn_strides *st = t == 0 ? &stq : &stk;
+        for (int b = 0; b < BATCH; b++)
+            for (int h = 0; h < HEADS; h++)
+                for (int s = 0; s < seq; s++)
+                    for (int e = 0; e < d; e++)
+                        h16[t][attn_offset(st, b, h, s, e)] = attn_to_dtype(dt, (float)attn_rng_normal(&rng));
+    }
+    CUDA_OR(done, cudaMalloc(&dq, nq * 2));
+    CUDA_OR(done, cudaMalloc(&dk, nk * 2));
+    CUDA_OR(done, cudaMalloc(&dv, nk * 2));
+    CUDA_OR(done, cudaMalloc(&dout, nq * 2));
+    CUDA_OR(done, cudaMalloc((void **)&dg, ng * sizeof(float)));
+    CUDA_OR(done, cudaMemcpy(dq, hq, nq * 2, cudaMemcpyHostToDevice));
+    CUDA_OR(done, cudaMemcpy(dk, hk, nk * 2, cudaMemcpyHostToDevice));
+    CUDA_OR(done, cudaMemcpy(dv, hv, nk * 2, cudaMemcpyHostToDevice));
+    CUDA_OR(done, cudaMemset(dout, O_SENTINEL_BYTE, nq * 2));
+
+    attn_fwd_params p;
+    memset(&p, 0, sizeof p);
+    p.dtype = dt;
+    p.batch = BATCH;
+    p.heads = HEADS;
+    p.seqlen_q = sq;
+    p.seqlen_k = sk;
+    p.head_dim = d;
+    p.causal = causal;
+    p.softmax_scale = (float)(1.0 / sqrt((double)d));
+    p.q = dq;
+    p.k = dk;
+    p.v = dv;
+    p.o = dout;
+    p.lse = NULL;
+    p.q_batch_stride = stq.batch, p.q_head_stride = stq.head, p.q_row_stride = stq.row;
+    p.k_batch_stride = stk.batch, p.k_head_stride = stk.head, p.k_row_stride = stk.row;
+    p.v_batch_stride = stk.batch, p.v_head_stride = stk.head, p.v_row_stride = stk.row;
+    p.o_batch_stride = stq.batch, p.o_head_stride = stq.head, p.o_row_stride = stq.row;
+
+    int rc = attn_cudnn_plan_create(cudnn, &p, &plan, why, sizeof why);
+    if (rc) {
+        static int full_refusals = 0;
+        if (full_refusals++ < 2 || strlen(why) <= 600)
+            printf("%s  %s: %s\n", line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", why);
+        else
+            printf("%s  %s: %.600s ...\n", line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", why);
+        if (rc == ATTN_UNSUPPORTED) n_refused++;
+        else n_fail++;
+        goto done;
+    }
+    char note[4096];
+    snprintf(note, sizeof note, "%s", why);
+
+    if (attn_cudnn_plan_run(plan, &p, stream, why, sizeof why)) {
+        printf("%s  %-15s RUN FAILED: %s\n", line, attn_cudnn_plan_kind(plan), why);
+        n_fail++;
+        goto done;
+    }
+    if (attn_ref_forward(ref, &p, ATTN_REF_GOLDEN, dg, NULL, stream, why, sizeof why)) {
+        printf("%s  reference failed: %s\n", line, why);
+        n_fail++;
+        goto done;
+    }
+    CUDA_OR(done, cudaStreamSynchronize(stream));
+    CUDA_OR(done, cudaMemcpy(ho, dout, nq * 2, cudaMemcpyDeviceToHost));
+    CUDA_OR(done, cudaMemcpy(hg, dg, ng * sizeof(float), cudaMemcpyDeviceToHost));
+
+    /* timing: TIMED_RUNS back-to-back runs after one warm-up */
+    float ms = 0;
+    CUDA_OR(done, cudaEventCreate(&ev0));
+    CUDA_OR(done, cudaEventCreate(&ev1));
+    if (attn_cudnn_plan_run(plan, &p, stream, why, sizeof why)) {
+        printf("%s  %-15s RUN FAILED (second run): %s\n", line, attn_cudnn_plan_kind(plan), why);
+        n_fail++;
+        goto done;
+    }
+    CUDA_OR(done, cudaEventRecord(ev0, stream));
+    for (int i = 0; i < TIMED_RUNS; i++)
+        if (attn_cudnn_plan_run(plan, &p, stream, why, sizeof why)) {
+            printf("%s  %-15s RUN FAILED (timed run): %s\n", line, attn_cudnn_plan_kind(plan), why);
+            n_fail++;
+            goto done;
+        }
+    CUDA_OR(done, cudaEventRecord(ev1, stream));
+    CUDA_OR(done, cudaEventSynchronize(ev1));
+    CUDA_OR(done, cudaEventElapsedTime(&ms, ev0, ev1));
+
+    /* compare the rows that see a key */
+    double err = 0, gmax = 0;
+    long bad = 0, checked = 0;
+    int first_keyed = causal && sq > sk ? sq - sk : 0;
+    for (int b = 0; b < BATCH; b++)
+        for (int h = 0; h < HEADS; h++)
+            for (int s = first_keyed; s < sq; s++)
+                for (int e = 0; e < d; e++) {
+                    float x = attn_from_dtype(dt, ho[attn_offset(&stq, b, h, s, e)]);
+                    float g = hg[(((size_t)b * HEADS + h) * sq + s) * d + e];
+                    double diff = fabs((double)x - (double)g);
+                    checked++;
+                    if (!(diff == diff) || isinf(diff)) bad++; /* NaN / Inf in O */
+                    else if (diff > err) err = diff;
+                    if (fabs(g) > gmax) gmax = fabs(g);
+                }
+    double tol = dt == ATTN_BF16 ? 0.05 : 0.02;
+    int pass = bad == 0 && err <= tol;
+    char extra[256] = "";
+    if (causal && sq > sk) describe_keyless(ho, dt, &stq, sq, sk, d, extra, sizeof extra);
+    char errtxt[64];
+    if (bad) snprintf(errtxt, sizeof errtxt, "%ld non-finite of %ld", bad, checked);
+    else snprintf(errtxt, sizeof errtxt, "%.3e", err);
+    printf("%s  %-15s max|O-G| %-10s (tol %.2g, max|G| %.2f) %s  %8.1f us%s%s%s\n", line,
+           attn_cudnn_plan_kind(plan), errtxt, tol, gmax, pass ? "PASS" : "FAIL",
+           1000.0 * ms / TIMED_RUNS, extra[0] ? "  [" : "", extra, extra[0] ? "]" : "");
+    if (note[0]) { /* the first note in full, later ones cut (they repeat the same refusals) */
+        static int full_notes = 0;
+        if (full_notes++ == 0 || strlen(note) <= 400) printf("      note: %s\n", note);
+        else printf("      note: %.400s ...\n", note);
+    }
+    if (pass) n_pass++;
+    else n_fail++;
+
+done:
+    if (ev0) cudaEventDestroy(ev0);
+    if (ev1) cudaEventDestroy(ev1);
+    attn_cudnn_plan_destroy(plan);
+    cudaFree(dq);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dout);
+    cudaFree(dg);
+    free(hq);
+    free(hk);
+    free(hv);
+    free(ho);
+    free(hg);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    char why[2048];
+    if (attn_cudnn_open(&cudnn, why, sizeof why)) {
+        printf("cuDNN not available: %s\n", why);
+        return ATTN_EXIT_SKIP;
+    }
+    printf("cuDNN %ld (cudnnGetVersion)\n", attn_cudnn_version(cudnn));
+    if (!attn_gpu_available(why, sizeof why)) {
+        printf("%s\n", why);
+        attn_cudnn_close(cudnn);
+        return ATTN_EXIT_SKIP;
+    }
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        printf("GPU %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
+    if (attn_ref_create(&ref, why, sizeof why)) {
+        printf("reference: %s\n", why);
+        attn_cudnn_close(cudnn);
+        return 2;
+    }
+    if (cudaStreamCreate(&stream) != cudaSuccess) {
+        printf("cudaStreamCreate failed\n");
+        attn_ref_destroy(ref);
+        attn_cudnn_close(cudnn);
+        return 2;
+    }
+
+    static const int seqs[4][2] = {{128, 128}, {1000, 1000}, {127, 512}, {512, 127}};
+    static const attn_dtype dts[2] = {ATTN_F16, ATTN_BF16};
+    static const int dims[2] = {64, 128};
+    printf("batch %d, heads %d, BSHD; tolerance max|O-G| <= 0.02 (fp16), 0.05 (bf16)\n", BATCH, HEADS);
+    for (int t = 0; t < 2; t++)
+        for (int di = 0; di < 2; di++)
+            for (int causal = 0; causal < 2; causal++)
+                for (int s = 0; s < 4; s++) run_case(dts[t], dims[di], causal, seqs[s][0], seqs[s][1], NULL);
+
+    if (!quick) {
+        printf("-- alternatives: ATTN_CUDNN_GRAPH=composite (non-causal), ATTN_CUDNN_SQ_GT_SK=slice (causal Sq > Sk)\n");
+        for (int t = 0; t < 2; t++)
+            for (int di = 0; di < 2; di++) {
+                setenv("ATTN_CUDNN_GRAPH", "composite", 1);
+                for (int s = 0; s < 4; s++)
+                    run_case(dts[t], dims[di], 0, seqs[s][0], seqs[s][1], "[composite]");
+                unsetenv("ATTN_CUDNN_GRAPH");
+                setenv("ATTN_CUDNN_SQ_GT_SK", "slice", 1);
+                run_case(dts[t], dims[di], 1, 512, 127, "[slice]");
+                unsetenv("ATTN_CUDNN_SQ_GT_SK");
+            }
+    }
+    printf("%d PASS, %d FAIL, %d refused\n", n_pass, n_fail, n_refused);
+    cudaStreamDestroy(stream);
+    attn_ref_destroy(ref);
+    attn_cudnn_close(cudnn);
+    return n_fail ? 1 : 0;
+}

@@ -1,0 +1,71 @@
+#define _POSIX_C_SOURCE 200809L
+#include "results.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int dump_tmp(json_t *doc, const char *path, char *tmp, size_t tmplen, char *err, size_t errlen) {
+    snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
+    if (json_dump_file(doc, tmp, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_REAL_PRECISION(6))) {
+        snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+int attn_json_write_atomic(json_t *doc, const char *path, char *err, size_t errlen) {
+    char tmp[1024];
+    if (dump_tmp(doc, path, tmp, sizeof tmp, err, errlen)) return 1;
+    if (rename(tmp, path)) {
+        snprintf(err, errlen, "rename %s -> %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+int attn_json_write_new(json_t *doc, const char *dir, const char *stem, char *out_path,
+                        size_t out_len, char *err, size_t errlen) {
+    char first[1024], tmp[1100];
+    snprintf(first, sizeof first, "%s/%s.json", dir, stem);
+    if (dump_tmp(doc, first, tmp, sizeof tmp, err, errlen)) return 1;
+    for (int i = 1; i < 1000; i++) {
+        if (i == 1) snprintf(out_path, out_len, "%s", first);
+        else snprintf(out_path, out_len, "%s/%s-%d.json", dir, stem, i);
+        if (link(tmp, out_path) == 0) { /* fails with EEXIST instead of replacing */
+            unlink(tmp);
+            return 0;
+        }
+        if (errno != EEXIST) {
+            snprintf(err, errlen, "link %s -> %s: %s", tmp, out_path, strerror(errno));
+            unlink(tmp);
+            return 1;
+        }
+    }
+    snprintf(err, errlen, "%s: too many results files for one day and commit", first);
+    unlink(tmp);
+    return 1;
+}
+
+int attn_mkdirs(const char *path, char *err, size_t errlen) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST) {
+                snprintf(err, errlen, "mkdir %s: %s", buf, strerror(errno));
+                return 1;
+            }
+            *p = c;
+            if (!c) break;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,150 @@
+/* Collects the per-test fragments of one benchmark run into one results document:
+ *   attn_results --reset DIR                    (start of a run: empty the fragments)
+ *   attn_results --collect DIR --results-dir R --source-dir SRC
+ * writes R/<gpu slug>/<date>-<short commit>.json (never overwriting an earlier file; -2,
+ * -3, ... on the same day and commit), whole or not at all. The commit comes from $ATTN_COMMIT,
+ * else from git in SRC ("unknown" where neither works); "dirty" says whether SRC had
+ * uncommitted changes to tracked files ($ATTN_COMMIT_DIRTY=0/1 overrides).
+ * Exit 0 written, 77 no GPU or no fragments (nothing to collect), 1 error. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <jansson.h>
+
+#include "cudnn_sdpa.h"
+#include "harness.h"
+#include "results.h"
+#include "thresholds.h"
+
+static int is_fragment(const struct dirent *e) {
+    size_t n = strlen(e->d_name);
+    return n > 5 && !strcmp(e->d_name + n - 5, ".json");
+}
+
+static void git_line(const char *src, const char *args, char *out, size_t outlen) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "git -C '%s' %s 2>/dev/null", src, args);
+    out[0] = 0;
+    FILE *f = popen(cmd, "r");
+    if (!f) return;
+    if (!fgets(out, (int)outlen, f)) out[0] = 0;
+    out[strcspn(out, "\n")] = 0;
+    pclose(f);
+}
+
+static int reset(const char *dir) {
+    char err[512];
+    if (attn_mkdirs(dir, err, sizeof err)) return fprintf(stderr, "attn_results: %s\n", err), 1;
+    struct dirent **list;
+    int n = scandir(dir, &list, is_fragment, alphasort);
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+        unlink(path);
+        free(list[i]);
+    }
+    if (n > 0) free(list);
+    printf("fragments in %s cleared\n", dir);
+    return 0;
+}
+
+static int collect(const char *dir, const char *results_dir, const char *src) {
+    char err[1024];
+    if (!attn_gpu_available(err, sizeof err)) {
+        printf("SKIPPED: %s\n", err);
+        return ATTN_EXIT_SKIP;
+    }
+    struct dirent **list;
+    int n = scandir(dir, &list, is_fragment, alphasort);
+    if (n <= 0) {
+        printf("SKIPPED: no benchmark results in %s to collect\n", dir);
+        return ATTN_EXIT_SKIP;
+    }
+    json_t *tests = json_array();
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+        json_error_t je;
+        json_t *t = json_load_file(path, 0, &je);
+        if (!t) {
+            fprintf(stderr, "attn_results: %s:%d: %s\n", path, je.line, je.text);
+            return 1;
+        }
+        json_array_append_new(tests, t);
+        free(list[i]);
+    }
+    free(list);
+
+    struct cudaDeviceProp prop;
+    int dev = 0, driver = 0, runtime = 0, khz = 0, mem_khz = 0, cublas = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&prop, dev);
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev);
+    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev);
+    cublasHandle_t h;
+    if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+        cublasGetVersion(h, &cublas);
+        cublasDestroy(h);
+    }
+    attn_cudnn *cudnn = NULL;
+    char why[512];
+    long cudnn_version = attn_cudnn_open(&cudnn, why, sizeof why) == 0 ? attn_cudnn_version(cudnn) : 0;
+    attn_cudnn_close(cudnn);
+
+    char commit[64], dirty[8] = "", date[32], stamp[64];
+    const char *env = getenv("ATTN_COMMIT");
+    if (env && *env) snprintf(commit, sizeof commit, "%s", env);
+    else git_line(src, "rev-parse --short HEAD", commit, sizeof commit);
+    if (!commit[0]) snprintf(commit, sizeof commit, "unknown");
+    const char *envd = getenv("ATTN_COMMIT_DIRTY");
+    int is_dirty;
+    if (envd && *envd) is_dirty = atoi(envd) != 0;
+    else git_line(src, "status --porcelain --untracked-files=no", dirty, sizeof dirty), is_dirty = dirty[0] != 0;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%d", &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", prop.major, prop.minor);
+    json_t *run = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:i, s:f, s:f, s:i}, s:i, s:i, s:i}",
+                            "commit", commit, "dirty", is_dirty, "date", stamp, "gpu", "name", prop.name,
+                            "compute_capability", cc, "sms", prop.multiProcessorCount,
+                            "sm_clock_max_mhz", khz / 1000.0, "memory_clock_max_mhz", mem_khz / 1000.0,
+                            "l2_bytes", prop.l2CacheSize, "driver_version", driver,
+                            "runtime_version", runtime, "cublas_version", cublas);
+    json_object_set_new(run, "cudnn_version", cudnn_version ? json_integer(cudnn_version) : json_null());
+    json_t *doc = json_pack("{s:i, s:o, s:o}", "schema", 1, "run", run, "tests", tests);
+
+    char slug[256], outdir[1024], stem[128], out[1200];
+    attn_gpu_slug(prop.name, slug, sizeof slug);
+    snprintf(outdir, sizeof outdir, "%s/%s", results_dir, slug);
+    snprintf(stem, sizeof stem, "%s-%s", date, commit);
+    if (attn_mkdirs(outdir, err, sizeof err) ||
+        attn_json_write_new(doc, outdir, stem, out, sizeof out, err, sizeof err)) {
+        fprintf(stderr, "attn_results: %s\n", err);
+        return 1;
+    }
+    printf("results: %s (%d tests, commit %s%s)\n", out, n, commit, is_dirty ? ", dirty" : "");
+    json_decref(doc);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--reset")) return reset(argv[2]);
+    if (argc == 7 && !strcmp(argv[1], "--collect") && !strcmp(argv[3], "--results-dir") &&
+        !strcmp(argv[5], "--source-dir"))
+        return collect(argv[2], argv[4], argv[6]);
+    fprintf(stderr, "usage: %s --reset DIR | --collect DIR --results-dir R --source-dir SRC\n", argv[0]);
+    return 2;
+}

@@ -1,0 +1,160 @@
+/* Benchmark host logic: statistics and the thresholds file. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stats.h"
+#include "thresholds.h"
+
+START_TEST(median_min_rsd) {
+    double x[5] = {5, 1, 4, 2, 3}, y[4] = {4, 1, 3, 2};
+    ck_assert_double_eq(attn_median(x, 5), 3);
+    ck_assert_double_eq(attn_median(y, 4), 2.5);
+    ck_assert_double_eq(x[0], 5); /* not modified */
+    ck_assert_double_eq(attn_min(x, 5), 1);
+    double same[3] = {2, 2, 2};
+    ck_assert_double_eq(attn_rsd(same, 3), 0);
+    ck_assert_double_eq_tol(attn_rsd(x, 5), sqrt(2.5) / 3, 1e-12);
+}
+END_TEST
+
+START_TEST(bootstrap_ci_brackets_the_median) {
+    double x[200];
+    for (int i = 0; i < 200; i++) x[i] = 1.0 + 0.01 * ((i * 37) % 100) / 100.0; /* 1.0 .. 1.01 */
+    double lo, hi, m = attn_median(x, 200);
+    attn_bootstrap_median_ci(x, 200, 1000, 7, &lo, &hi);
+    ck_assert(lo <= m && m <= hi);
+    ck_assert(hi - lo < 0.005);
+    double lo2, hi2;
+    attn_bootstrap_median_ci(x, 200, 1000, 7, &lo2, &hi2);
+    ck_assert(lo == lo2 && hi == hi2); /* deterministic */
+    double c[10] = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+    attn_bootstrap_median_ci(c, 10, 100, 1, &lo, &hi);
+    ck_assert(lo == 3 && hi == 3);
+}
+END_TEST
+
+START_TEST(gpu_slug) {
+    char s[64];
+    attn_gpu_slug("NVIDIA H100 80GB HBM3", s, sizeof s);
+    ck_assert_str_eq(s, "nvidia_h100_80gb_hbm3");
+    attn_gpu_slug("  NVIDIA  A100-SXM4-40GB ", s, sizeof s);
+    ck_assert_str_eq(s, "nvidia_a100_sxm4_40gb");
+}
+END_TEST
+
+static char path[64];
+static const char *write_file(const char *text) {
+    strcpy(path, "/tmp/attn_thr_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+static const char *HEAD = "[gpu]\nname = Test GPU\n[peaks]\nfp16_tflops = 700\nbf16_tflops = 710\nbandwidth_gbs = 3000\n";
+
+static void expect_error(const char *text, const char *expect) {
+    attn_thresholds t;
+    char err[1024] = "", want[600];
+    write_file(text);
+    snprintf(want, sizeof want, expect, path);
+    ck_assert_int_ne(attn_thresholds_load(path, &t, err, sizeof err), 0);
+    unlink(path);
+    ck_assert_msg(strstr(err, want) != NULL, "expected '%s' in '%s'", want, err);
+}
+
+START_TEST(classes_match_first) {
+    char text[1024];
+    snprintf(text, sizeof text, "%s[simple bf16 d128 causal 512-2048]\nmin_speedup_reference = 3\nmin_roofline = 0.5\n"
+             "[simple * * * 1-2048]\nmin_speedup_reference = 1.5\nmin_speedup_cudnn = 0.2\nmin_roofline = 0.1\n", HEAD);
+    attn_thresholds t;
+    char err[512];
+    ck_assert_msg(attn_thresholds_load(write_file(text), &t, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    ck_assert_str_eq(t.gpu_name, "Test GPU");
+    ck_assert_double_eq(t.bf16_tflops, 710);
+    ck_assert_int_eq(t.nclasses, 2);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 1024);
+    ck_assert_ptr_eq(k, &t.classes[0]);
+    ck_assert(isnan(k->min_speedup_cudnn));
+    k = attn_thresholds_find(&t, "simple", ATTN_F16, 128, 1, 1024);
+    ck_assert_ptr_eq(k, &t.classes[1]);
+    ck_assert_double_eq(k->min_speedup_cudnn, 0.2);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 256), &t.classes[1]);
+    ck_assert_ptr_null(attn_thresholds_find(&t, "other", ATTN_BF16, 128, 1, 256));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 4096));
+}
+END_TEST
+
+START_TEST(missing_peak) {
+    expect_error("[gpu]\nname = X\n[peaks]\nfp16_tflops = 700\nbandwidth_gbs = 3000\n",
+                 "%s: missing peak 'bf16_tflops' in [peaks] (a missing peak is an error, not a zero)");
+}
+END_TEST
+START_TEST(zero_peak) {
+    expect_error("[gpu]\nname = X\n[peaks]\nfp16_tflops = 0\n", "%s:4: [peaks] fp16_tflops: expected a positive number, got '0'");
+}
+END_TEST
+START_TEST(bad_class) {
+    char text[512];
+    snprintf(text, sizeof text, "%s[simple fp32 d64 full 1-8]\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s:8: section [simple fp32 d64 full 1-8]: expected [<kernel>");
+}
+END_TEST
+START_TEST(class_lacks_key) {
+    char text[512];
+    snprintf(text, sizeof text, "%s[simple * * * 1-8]\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s: section [simple * * * 1-8] lacks min_speedup_reference");
+}
+END_TEST
+START_TEST(roofline_above_one) {
+    char text[512];
+    snprintf(text, sizeof text, "%s[simple * * * 1-8]\nmin_speedup_reference = 1\nmin_roofline = 80\n", HEAD);
+    expect_error(text, "%s:9: [simple * * * 1-8] min_roofline: expected a fraction in (0, 1]");
+}
+END_TEST
+START_TEST(unknown_key) {
+    expect_error("[gpu]\nname = X\ncolour = red\n", "%s:3: unknown key 'colour' in section [gpu]");
+}
+END_TEST
+
+START_TEST(shipped_files_load) {
+    const char *dir = getenv("ATTN_THRESHOLDS_DIR");
+    ck_assert_msg(dir != NULL, "ATTN_THRESHOLDS_DIR is not set (run through ctest)");
+    char p[1024], err[1024];
+    snprintf(p, sizeof p, "%s/nvidia_h100_80gb_hbm3.ini", dir);
+    attn_thresholds t;
+    ck_assert_msg(attn_thresholds_load(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(t.gpu_name, "NVIDIA H100 80GB HBM3");
+    ck_assert_int_ge(t.nclasses, 1);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("bench");
+    TCase *st = tcase_create("stats");
+    tcase_add_test(st, median_min_rsd);
+    tcase_add_test(st, bootstrap_ci_brackets_the_median);
+    suite_add_tcase(s, st);
+    TCase *th = tcase_create("thresholds");
+    tcase_add_test(th, gpu_slug);
+    tcase_add_test(th, classes_match_first);
+    tcase_add_test(th, missing_peak);
+    tcase_add_test(th, zero_peak);
+    tcase_add_test(th, bad_class);
+    tcase_add_test(th, class_lacks_key);
+    tcase_add_test(th, roofline_above_one);
+    tcase_add_test(th, unknown_key);
+    tcase_add_test(th, shipped_files_load);
+    suite_add_tcase(s, th);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}
