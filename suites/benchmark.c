@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 #include <jansson.h>
@@ -73,6 +74,20 @@ static void finish(const char *verdict, int code, const char *fmt, ...) {
         write_fragment();
     }
     exit(code);
+}
+
+/* Wall time of each phase, recorded in the fragment ("phases_s"): where a test's time goes. */
+static double phase_start;
+static json_t *phases;
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static void phase_done(const char *name) {
+    double now = wall_now();
+    if (phases) json_object_set_new(phases, name, json_real(now - phase_start));
+    phase_start = now;
 }
 
 static void measure(const char *name, double value, const char *unit) {
@@ -247,6 +262,9 @@ int main(int argc, char **argv) {
                       B.kernel_name, "dtype", dtype, "head_dim", B.head_dim, "causal", B.causal,
                       "seqlen_q", B.seqlen, "seqlen_k", B.seqlen, "batch", batch, "heads", heads);
     if (!B.doc) return fprintf(stderr, "attn_benchmark: cannot build JSON\n"), 2;
+    phases = json_object();
+    json_object_set_new(B.doc, "phases_s", phases);
+    phase_start = wall_now();
 
     /* thresholds for this GPU and class, before spending any time */
     struct cudaDeviceProp prop;
@@ -291,8 +309,10 @@ int main(int argc, char **argv) {
     p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = st.head;
     p->q_row_stride = p->k_row_stride = p->v_row_stride = p->o_row_stride = st.row;
 
+    phase_done("setup");
     if (attn_ref_create(&B.ref, err, sizeof err)) finish("fail", 2, "reference: %s", err);
     if (compute_references(err, sizeof err)) finish("fail", 2, "reference: %s", err);
+    phase_done("references");
 
     /* 1. the kernel: right first, then timed */
     int rc = B.kernel->fwd(p, B.stream);
@@ -301,6 +321,7 @@ int main(int argc, char **argv) {
     cudaStreamSynchronize(B.stream);
     if (verify(run_kernel, NULL, err, sizeof err))
         finish("fail", 1, "the kernel's output is wrong, so it is not timed: %s", err);
+    phase_done("verify_kernel");
     attn_timing_rules rules = {10, 0.5, 0.005, 1.0, 0.75};
     const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
     if (tmo && atof(tmo) > 0) rules.timeout_s = atof(tmo);
@@ -308,10 +329,12 @@ int main(int argc, char **argv) {
     if (attn_timer_create(&timer, B.stream, err, sizeof err)) finish("fail", 2, "timer: %s", err);
     attn_timing tk, tr, tc;
     if (attn_measure(timer, run_kernel, NULL, &rules, &tk, err, sizeof err)) finish("fail", 1, "timing the kernel: %s", err);
+    phase_done("time_kernel");
 
     /* 2. the cuBLAS + softmax baseline */
     if (verify(run_baseline, NULL, err, sizeof err)) finish("fail", 2, "harness error: the baseline is wrong: %s", err);
     if (attn_measure(timer, run_baseline, NULL, &rules, &tr, err, sizeof err)) finish("fail", 2, "timing the baseline: %s", err);
+    phase_done("baseline");
 
     /* 3. cuDNN, where it is there and takes the case */
     static attn_cudnn *cudnn;
@@ -321,6 +344,7 @@ int main(int argc, char **argv) {
     if (attn_cudnn_open(&cudnn, cudnn_why, sizeof cudnn_why) == 0 &&
         attn_cudnn_plan_create(cudnn, p, &plan, cudnn_why, sizeof cudnn_why) == 0) {
         char why[1024];
+        phase_done("cudnn_plan");
         if (verify(run_cudnn, plan, why, sizeof why))
             snprintf(cudnn_why, sizeof cudnn_why, "cuDNN's output fails the verdict rule: %s", why);
         else if (attn_measure(timer, run_cudnn, plan, &rules, &tc, why, sizeof why))
@@ -328,6 +352,8 @@ int main(int argc, char **argv) {
         else
             have_cudnn = 1;
     }
+
+    phase_done("cudnn");
 
     /* work, roofline, speedups */
     double flops = 4.0 * batch * heads * (double)B.seqlen * B.seqlen * B.head_dim * (B.causal ? 0.5 : 1.0);

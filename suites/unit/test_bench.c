@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "results.h"
 #include "stats.h"
 #include "thresholds.h"
 
@@ -135,6 +136,29 @@ START_TEST(shipped_files_load) {
 }
 END_TEST
 
+START_TEST(results_never_overwrite) {
+    char dir[] = "/tmp/attn_res_XXXXXX", err[512], p1[1200], p2[1200], sub[1100];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/gpu/a", dir);
+    ck_assert_msg(attn_mkdirs(sub, err, sizeof err) == 0, "%s", err);
+    json_t *a = json_pack("{s:i}", "run", 1), *b = json_pack("{s:i}", "run", 2);
+    ck_assert_msg(attn_json_write_new(a, sub, "2026-01-01-abc", p1, sizeof p1, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(attn_json_write_new(b, sub, "2026-01-01-abc", p2, sizeof p2, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(p1, "/2026-01-01-abc.json") != NULL, "%s", p1);
+    ck_assert_msg(strstr(p2, "/2026-01-01-abc-2.json") != NULL, "%s", p2);
+    json_error_t je;
+    json_t *back = json_load_file(p1, 0, &je);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_int_eq(json_integer_value(json_object_get(back, "run")), 1); /* the first kept */
+    json_decref(back);
+    ck_assert_msg(attn_json_write_atomic(b, p1, err, sizeof err) == 0, "%s", err); /* replaces */
+    back = json_load_file(p1, 0, &je);
+    ck_assert_int_eq(json_integer_value(json_object_get(back, "run")), 2);
+    json_decref(back), json_decref(a), json_decref(b);
+    unlink(p1), unlink(p2);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bench");
     TCase *st = tcase_create("stats");
@@ -151,6 +175,7 @@ int main(void) {
     tcase_add_test(th, roofline_above_one);
     tcase_add_test(th, unknown_key);
     tcase_add_test(th, shipped_files_load);
+    tcase_add_test(th, results_never_overwrite);
     suite_add_tcase(s, th);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
