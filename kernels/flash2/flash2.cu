@@ -1,0 +1,325 @@
+/* "flash2": a FlashAttention-2-class forward kernel (tensor cores through mma.sync
+ * m16n8k16 with float32 accumulation, operands by ldmatrix from swizzled shared memory,
+ * K and V tiles double-buffered with cp.async, online softmax in float32 registers with
+ * exp2 and log2(e) folded into the scale, causal tiles above the diagonal skipped).
+ *
+ * One block computes BM = 64 query rows of one (batch, head); each of its 4 warps owns 16
+ * rows. Per KV tile of BN = 64 keys: S = Q.K^T (Q fragments stay in registers), mask where
+ * the tile crosses the diagonal or the end of K, rescale, O += P.V with P converted to the
+ * input dtype in registers. See NOTES.md for the work per tile, the resources per config
+ * and each version's measurements. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attn_abi.h"
+
+namespace {
+
+constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
+
+template <int D_>
+struct Config {
+    static constexpr int D = D_;
+    static constexpr int BM = 64;          /* query rows per block */
+    static constexpr int BN = 64;          /* keys per KV tile */
+    static constexpr int WARPS = 4;        /* 16 query rows each */
+    static constexpr int THREADS = WARPS * 32;
+    static constexpr int STAGES = 2;       /* K and V tiles double-buffered */
+    static constexpr int CHUNKS = D / 8;   /* 16-byte chunks per row */
+    static constexpr int SMEM_Q = BM * D * 2;
+    static constexpr int SMEM_KV = BN * D * 2; /* one K or V tile */
+    static constexpr int SMEM = SMEM_Q + 2 * STAGES * SMEM_KV;
+    static_assert(BM == 16 * WARPS, "one m16 row tile per warp");
+    static_assert(D % 16 == 0 && BN % 16 == 0, "whole k16 steps");
+    static_assert(CHUNKS >= 8, "the XOR swizzle spans 8 chunks per row");
+    /* 40 KB (d64) / 80 KB (d128): within sm_80's 163 KB and sm_90's 227 KB per block */
+    static_assert(SMEM <= 163 * 1024, "shared memory per block on sm_80");
+};
+
+/* ---- PTX wrappers --------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared; with valid == false nothing is read and zeros are written. */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+template <typename T> struct Mma;
+template <> struct Mma<__half> {
+    static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+template <> struct Mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+
+/* Element offset of 16-byte chunk `chunk` of tile row `row`: chunks are XOR-swizzled by the
+ * row, so the 8 rows an ldmatrix reads at one column fall in 8 different bank groups. */
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk) {
+    return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+/* Copies rows [row0, row0 + ROWS) of a [seq][D] matrix (row stride `stride`) into a
+ * swizzled tile; rows at or past `seq` are zero-filled without a global read. */
+template <typename T, int D, int ROWS, int THREADS>
+__device__ __forceinline__ void load_tile(T *tile, const T *src, int64_t stride, int row0, int seq) {
+    constexpr int CHUNKS = D / 8;
+#pragma unroll
+    for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
+        const int row = c / CHUNKS, chunk = c % CHUNKS;
+        const bool valid = row0 + row < seq;
+        const T *g = src + (valid ? (int64_t)(row0 + row) * stride : 0) + chunk * 8;
+        cp_async16(smem_addr(tile + swz<D>(row, chunk)), g, valid);
+    }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(Config<D>::THREADS)
+flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2) {
+    using C = Config<D>;
+    constexpr int BM = C::BM, BN = C::BN;
+    constexpr int KSTEPS = D / 16;  /* k16 steps of Q.K^T */
+    constexpr int NT_S = BN / 8;    /* n8 tiles of S */
+    constexpr int NT_O = D / 8;     /* n8 tiles of O */
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *sQ = reinterpret_cast<T *>(smem);
+    T *sK = reinterpret_cast<T *>(smem + C::SMEM_Q); /* [STAGES][BN][D] */
+    T *sV = sK + C::STAGES * BN * D;                 /* [STAGES][BN][D] */
+
+    const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3; /* mma fragment row group and column pair */
+    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
+    const int offset = Sk - Sq; /* causal: row i sees key j iff j <= i + offset */
+    const T *q = static_cast<const T *>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
+    const T *k = static_cast<const T *>(p.k) + b * p.k_batch_stride + h * p.k_head_stride;
+    const T *v = static_cast<const T *>(p.v) + b * p.v_batch_stride + h * p.v_head_stride;
+    T *o = static_cast<T *>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
+    float *lse = p.lse ? p.lse + ((int64_t)b * p.heads + h) * Sq : nullptr;
+
+    /* KV tiles this block needs: causal stops at the last key its last row sees */
+    int n_blocks = (Sk + BN - 1) / BN;
+    if (p.causal) {
+        const int last_key = min(m0 + BM - 1, Sq - 1) + offset;
+        n_blocks = last_key < 0 ? 0 : min(n_blocks, last_key / BN + 1);
+    }
+    if (n_blocks == 0) { /* no row of this block sees a key: zeros and -inf */
+        for (int i = threadIdx.x; i < BM * D; i += C::THREADS) {
+            const int row = m0 + i / D;
+            if (row < Sq) o[(int64_t)row * p.o_row_stride + i % D] = T(0.0f);
+        }
+        if (lse)
+            for (int i = threadIdx.x; i < BM; i += C::THREADS)
+                if (m0 + i < Sq) lse[m0 + i] = -INFINITY;
+        return;
+    }
+
+    load_tile<T, D, BM, C::THREADS>(sQ, q, p.q_row_stride, m0, Sq);
+    load_tile<T, D, BN, C::THREADS>(sK, k, p.k_row_stride, 0, Sk);
+    load_tile<T, D, BN, C::THREADS>(sV, v, p.v_row_stride, 0, Sk);
+    cp_async_commit();
+
+    uint32_t qf[KSTEPS][4];
+    float acc[NT_O][4];
+#pragma unroll
+    for (int i = 0; i < NT_O; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY}; /* log2 domain, rows g and g + 8 */
+    float row_sum[2] = {0.0f, 0.0f};           /* this thread's columns only, until the end */
+    const int row_a = m0 + warp * 16 + g;      /* this thread's rows: row_a and row_a + 8 */
+
+    for (int j = 0; j < n_blocks; ++j) {
+        cp_async_wait_all();
+        __syncthreads(); /* tile j is in; every warp is done with tile j - 1's stage */
+        if (j + 1 < n_blocks) {
+            const int s = (j + 1) & 1;
+            load_tile<T, D, BN, C::THREADS>(sK + s * BN * D, k, p.k_row_stride, (j + 1) * BN, Sk);
+            load_tile<T, D, BN, C::THREADS>(sV + s * BN * D, v, p.v_row_stride, (j + 1) * BN, Sk);
+        }
+        cp_async_commit();
+        if (j == 0) {
+#pragma unroll
+            for (int kk = 0; kk < KSTEPS; ++kk) {
+                const int row = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                ldmatrix_x4(qf[kk], smem_addr(sQ + swz<D>(row, 2 * kk + (lane >> 4))));
+            }
+        }
+        const T *cK = sK + (j & 1) * BN * D, *cV = sV + (j & 1) * BN * D;
+
+        /* S = Q.K^T for this warp's 16 rows and the tile's BN keys */
+        float s[NT_S][4];
+#pragma unroll
+        for (int i = 0; i < NT_S; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; ++kk) {
+#pragma unroll
+            for (int nt = 0; nt < NT_S; nt += 2) {
+                uint32_t bk[4];
+                const int key = nt * 8 + (lane & 7) + ((lane >> 4) << 3);
+                ldmatrix_x4(bk, smem_addr(cK + swz<D>(key, 2 * kk + ((lane >> 3) & 1))));
+                Mma<T>::run(s[nt], qf[kk], bk[0], bk[1]);
+                Mma<T>::run(s[nt + 1], qf[kk], bk[2], bk[3]);
+            }
+        }
+
+        /* scale into the log2 domain; mask keys past the end of K and above the diagonal
+         * (only tiles that cross either need it) */
+        const int n0 = j * BN;
+        const bool mask = n0 + BN > Sk || (p.causal && n0 + BN - 1 > m0 + offset);
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float x = s[nt][e] * scale_log2;
+                if (mask) {
+                    const int col = n0 + nt * 8 + 2 * t + (e & 1);
+                    const int row = row_a + ((e >> 1) << 3);
+                    if (col >= Sk || (p.causal && col > row + offset)) x = -INFINITY;
+                }
+                s[nt][e] = x;
+            }
+        }
+
+        /* online softmax: one rescale of O per tile */
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = row_max[r];
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float base = mx == -INFINITY ? 0.0f : mx; /* a row that sees nothing yet */
+            const float corr = exp2f(row_max[r] - base);
+            row_max[r] = mx;
+            float sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt) {
+                s[nt][2 * r] = exp2f(s[nt][2 * r] - base);
+                s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - base);
+                sum += s[nt][2 * r] + s[nt][2 * r + 1];
+            }
+            row_sum[r] = row_sum[r] * corr + sum;
+#pragma unroll
+            for (int dt = 0; dt < NT_O; ++dt) {
+                acc[dt][2 * r] *= corr;
+                acc[dt][2 * r + 1] *= corr;
+            }
+        }
+
+        /* O += P.V: the S accumulators are P's A fragments once packed to the dtype */
+#pragma unroll
+        for (int kb = 0; kb < BN / 16; ++kb) {
+            const uint32_t a[4] = {Mma<T>::pack(s[2 * kb][0], s[2 * kb][1]),
+                                   Mma<T>::pack(s[2 * kb][2], s[2 * kb][3]),
+                                   Mma<T>::pack(s[2 * kb + 1][0], s[2 * kb + 1][1]),
+                                   Mma<T>::pack(s[2 * kb + 1][2], s[2 * kb + 1][3])};
+#pragma unroll
+            for (int dt = 0; dt < NT_O; dt += 2) {
+                uint32_t bv[4];
+                const int key = kb * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                ldmatrix_x4_trans(bv, smem_addr(cV + swz<D>(key, dt + (lane >> 4))));
+                Mma<T>::run(acc[dt], a, bv[0], bv[1]);
+                Mma<T>::run(acc[dt + 1], a, bv[2], bv[3]);
+            }
+        }
+    }
+
+    /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 * (max + log2 l) */
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float l = row_sum[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
+        const int row = row_a + 8 * r;
+        if (row >= Sq) continue;
+        T *orow = o + (int64_t)row * p.o_row_stride + 2 * t;
+#pragma unroll
+        for (int dt = 0; dt < NT_O; ++dt)
+            *reinterpret_cast<uint32_t *>(orow + dt * 8) =
+                Mma<T>::pack(acc[dt][2 * r] * inv, acc[dt][2 * r + 1] * inv);
+        if (lse && t == 0)
+            lse[row] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
+    }
+}
+
+template <typename T, int D>
+int launch(const attn_fwd_params *p, cudaStream_t stream) {
+    using C = Config<D>;
+    static bool smem_raised = false; /* once per instantiation (and device) */
+    if (!smem_raised) {
+        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 C::SMEM) != cudaSuccess)
+            return kErr;
+        smem_raised = true;
+    }
+    if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED;
+    const dim3 grid((p->seqlen_q + C::BM - 1) / C::BM, p->heads, p->batch);
+    const float scale_log2 = p->softmax_scale * 1.4426950408889634f;
+    flash2_fwd_kernel<T, D><<<grid, C::THREADS, C::SMEM, stream>>>(*p, scale_log2);
+    return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+}
+
+/* 16-byte loads and the 4-byte stores of O need 16-byte aligned rows. */
+bool aligned(const void *ptr, int64_t s0, int64_t s1, int64_t s2) {
+    return ((uintptr_t)ptr % 16) == 0 && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
+}
+
+int flash2_fwd(const attn_fwd_params *p, cudaStream_t stream) {
+    if (!p) return kErr;
+    if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
+    if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
+    if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
+    if (!p->q || !p->k || !p->v || !p->o) return kErr;
+    if (!aligned(p->q, p->q_batch_stride, p->q_head_stride, p->q_row_stride) ||
+        !aligned(p->k, p->k_batch_stride, p->k_head_stride, p->k_row_stride) ||
+        !aligned(p->v, p->v_batch_stride, p->v_head_stride, p->v_row_stride) ||
+        !aligned(p->o, p->o_batch_stride, p->o_head_stride, p->o_row_stride))
+        return ATTN_UNSUPPORTED;
+    const bool bf16 = p->dtype == ATTN_BF16;
+    if (p->head_dim == 64)
+        return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
+}
+
+} // namespace
+
+extern "C" const attn_kernel attn_kernel_flash2 = {"flash2", flash2_fwd};
