@@ -157,7 +157,7 @@ def main():
             t = {"test": test, "kernel": name, "dtype": dt, "head_dim": d, "causal": causal,
                  "seqlen_q": s, "seqlen_k": s, "batch": b, "heads": h}
 
-            def run():
+            def run(q=q, k=k, v=v, backend=backend, causal=causal):
                 with sdpa_kernel(getattr(SDPBackend, backend)):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             try:
@@ -186,7 +186,6 @@ def main():
             tests.append(t)
             print(f"{test}: {timing['median_ms']:.4f} ms [{timing['ci_lo_ms']:.4f}, {timing['ci_hi_ms']:.4f}] "
                   f"{t['tflops']:.1f} TFLOP/s ({timing['samples']} samples)")
-        del q, k, v, ref
     commit = os.environ.get("ATTN_COMMIT") or subprocess.run(
         ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
     now = datetime.datetime.now(datetime.timezone.utc)
