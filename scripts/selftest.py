@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""The harness tests itself: every broken kernel of the fixture plugin must be rejected by
+at least one correctness check somewhere in the selftest matrix, and every correct kernel
+(the built-ins and the plugin's control, broken_none) must pass all of it.
+
+    scripts/selftest.py --correctness BIN --lister BIN --plugin LIB --builtins a,b
+        --shapes shapes/selftest.txt --tolerance FILE [--out DIR] [--jobs 8]
+
+Prints the kill matrix (broken kernel x check: in how many shapes that check failed) and
+writes it to DIR/selftest-kill-matrix.{json,md}. Exit 0 when every broken kernel is caught
+and every correct kernel is clean, 1 otherwise, 77 without a GPU.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+
+CHECKS = ["accuracy", "large_inputs", "unwritten", "guard_bands", "determinism", "scale", "layouts", "lse"]
+NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x"}  # a timeout fixture, a speed fixture
+CONTROLS = {"broken_none"}
+
+
+def read_shapes(path):
+    axes, shapes = {}, []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            w = line.split("#")[0].split()
+            if not w:
+                continue
+            if w[0] == "shape":
+                shapes.append((int(w[1]), int(w[2]), f"q{w[1]}k{w[2]}"))
+            elif w[0] in ("dtype", "head_dim", "mask", "batch", "heads", "seqlen"):
+                axes[w[0]] = w[1:]
+            else:
+                sys.exit(f"{path}:{n}: unexpected '{w[0]}'")
+    shapes = [(int(s), int(s), f"s{s}") for s in axes.get("seqlen", [])] + shapes
+    return [(dt, d, m, sq, sk, name, axes["batch"][0], axes["heads"][0])
+            for dt in axes["dtype"] for d in axes["head_dim"] for m in axes["mask"] for sq, sk, name in shapes]
+
+
+def run_case(a, kernel, plugin, case):
+    dt, d, m, sq, sk, shape, batch, heads = case
+    name = f"selftest/{kernel}/{dt}/d{d}/{m}/{shape}"
+    cmd = [a.correctness, "--name", name, "--kernel", kernel, "--dtype", dt, "--head-dim", d, "--mask", m,
+           "--seqlen-q", str(sq), "--seqlen-k", str(sk), "--batch", batch, "--heads", heads,
+           "--tolerance", a.tolerance] + (["--plugin", plugin] if plugin else [])
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout,
+                           env=dict(os.environ, CK_FORK="no"))
+        out, rc = p.stdout + p.stderr, p.returncode
+    except subprocess.TimeoutExpired:
+        out, rc = "timed out", -1
+    failed = sorted(set(re.findall(r"check '(\w+)' failed", out)))
+    if rc not in (0, 77) and not failed:
+        failed = ["crash_or_timeout"]
+    return name, rc, failed, out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    for opt in ("--correctness", "--lister", "--plugin", "--shapes", "--tolerance"):
+        ap.add_argument(opt, required=True)
+    ap.add_argument("--builtins", default="")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--timeout", type=int, default=60)
+    a = ap.parse_args()
+    cases = read_shapes(a.shapes)
+    listed = subprocess.run([a.lister, a.plugin], capture_output=True, text=True)
+    if listed.returncode:
+        sys.exit(f"selftest: {listed.stderr.strip()}")
+    broken = [k for k in listed.stdout.split() if k not in NOT_A_CORRECTNESS_BUG]
+    correct = [k for k in a.builtins.split(",") if k] + [k for k in broken if k in CONTROLS]
+    kernels = [(k, None) for k in a.builtins.split(",") if k] + [(k, a.plugin) for k in broken]
+
+    jobs = [(k, p, c) for k, p in kernels for c in cases]
+    probe = run_case(a, *jobs[0])  # no GPU: every case would only say so
+    if probe[1] == 77 and "SKIPPED" in probe[3]:
+        print(probe[3].strip().splitlines()[-1])
+        return 77
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
+        for (k, _, _), r in zip(jobs, pool.map(lambda j: run_case(a, *j), jobs)):
+            results.setdefault(k, []).append(r)
+    columns = CHECKS + ["crash_or_timeout"]
+    matrix, ok = {}, True
+    lines = ["| kernel | shapes failed | " + " | ".join(columns) + " | verdict |",
+             "| --- | ---: | " + " | ".join("---:" for _ in columns) + " | --- |"]
+    for k, _ in kernels:
+        rs = results[k]
+        counts = {c: sum(c in f for _, _, f, _ in rs) for c in columns}
+        n_failed = sum(1 for _, rc, _, _ in rs if rc not in (0, 77))
+        if k in correct:
+            verdict = "clean (correct kernel)" if n_failed == 0 else "FALSE ALARM: a correct kernel failed"
+            ok &= n_failed == 0
+        else:
+            verdict = "caught" if n_failed else "SURVIVED: no check caught it"
+            ok &= n_failed > 0
+        matrix[k] = {"shapes": len(rs), "shapes_failed": n_failed, "checks": counts, "verdict": verdict,
+                     "failed_tests": [n for n, rc, _, _ in rs if rc not in (0, 77)]}
+        lines.append(f"| {k} | {n_failed}/{len(rs)} | " + " | ".join(str(counts[c]) for c in columns) + f" | {verdict} |")
+    silent = [c for c in CHECKS if not any(matrix[k]["checks"][c] for k in broken if k not in CONTROLS)]
+    table = "\n".join(lines)
+    print(table)
+    print(f"\nchecks that caught nothing: {', '.join(silent) or 'none'}")
+    print("selftest: " + ("PASSED: every broken kernel caught, every correct kernel clean" if ok else "FAILED"))
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "selftest-kill-matrix.json.tmp"), "w") as f:
+        json.dump({"matrix": matrix, "checks_that_caught_nothing": silent, "passed": ok}, f, indent=1)
+    os.replace(os.path.join(a.out, "selftest-kill-matrix.json.tmp"), os.path.join(a.out, "selftest-kill-matrix.json"))
+    with open(os.path.join(a.out, "selftest-kill-matrix.md.tmp"), "w") as f:
+        f.write(table + f"\n\nchecks that caught nothing: {', '.join(silent) or 'none'}\n")
+    os.replace(os.path.join(a.out, "selftest-kill-matrix.md.tmp"), os.path.join(a.out, "selftest-kill-matrix.md"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
