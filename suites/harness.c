@@ -145,5 +145,27 @@ int attn_gpu_available(char *why, size_t whylen) {
         snprintf(why, whylen, "no CUDA GPU on this machine (cudaGetDeviceCount = 0)");
         return 0;
     }
+    /* CTest's resource allocation (ctest --resource-spec-file): use the GPU it gave us */
+    const char *groups = getenv("CTEST_RESOURCE_GROUP_COUNT");
+    if (groups && atoi(groups) > 0) {
+        const char *value = getenv("CTEST_RESOURCE_GROUP_0_GPUS");
+        int id;
+        if (!value || attn_parse_ctest_gpu(value, &id) || id >= n) {
+            fprintf(stderr, "CTEST_RESOURCE_GROUP_0_GPUS='%s': expected 'id:<n>,slots:<n>' with a GPU "
+                    "id below %d (see scripts/resource_spec.py)\n", value ? value : "(unset)", n);
+            exit(2);
+        }
+        cudaError_t se = cudaSetDevice(id);
+        if (se != cudaSuccess) {
+            fprintf(stderr, "cudaSetDevice(%d): %s\n", id, cudaGetErrorString(se));
+            exit(2);
+        }
+    }
     return 1;
+}
+
+int attn_parse_ctest_gpu(const char *value, int *id) {
+    int slots, used = 0;
+    if (sscanf(value, "id:%d,slots:%d%n", id, &slots, &used) != 2 || *id < 0 || slots < 1) return 1;
+    return value[used] != 0 && value[used] != ';'; /* one GPU: take the first entry */
 }

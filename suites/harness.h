@@ -45,7 +45,11 @@ static inline int64_t attn_offset(const attn_strides *st, int b, int h, int s, i
     return b * st->batch + h * st->head + s * st->row + d;
 }
 
-/* ---- GPU present? Returns 1, or 0 with the reason (to print before exit 77). ---- */
+/* ---- GPU present? Returns 1, or 0 with the reason (to print before exit 77). Under
+ * CTest's resource allocation it also selects the GPU CTest assigned (exit 2 when that
+ * assignment is malformed). ---- */
 int attn_gpu_available(char *why, size_t whylen);
+/* "id:1,slots:2" -> 1 (CTest's CTEST_RESOURCE_GROUP_0_GPUS); 0 ok, non-zero malformed. */
+int attn_parse_ctest_gpu(const char *value, int *id);
 
 #endif

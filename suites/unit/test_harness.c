@@ -94,6 +94,19 @@ START_TEST(layouts) {
 }
 END_TEST
 
+START_TEST(ctest_gpu_assignment) {
+    int id = -1;
+    ck_assert_int_eq(attn_parse_ctest_gpu("id:1,slots:2", &id), 0);
+    ck_assert_int_eq(id, 1);
+    ck_assert_int_eq(attn_parse_ctest_gpu("id:0,slots:8;id:1,slots:8", &id), 0);
+    ck_assert_int_eq(id, 0);
+    ck_assert_int_ne(attn_parse_ctest_gpu("id:x,slots:1", &id), 0);
+    ck_assert_int_ne(attn_parse_ctest_gpu("id:1", &id), 0);
+    ck_assert_int_ne(attn_parse_ctest_gpu("id:1,slots:0", &id), 0);
+    ck_assert_int_ne(attn_parse_ctest_gpu("id:1,slots:1junk", &id), 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("harness");
     TCase *tc = tcase_create("host_helpers");
@@ -103,6 +116,7 @@ int main(void) {
     tcase_add_test(tc, seeds_from_names);
     tcase_add_test(tc, normals_are_normal);
     tcase_add_test(tc, layouts);
+    tcase_add_test(tc, ctest_gpu_assignment);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
