@@ -217,3 +217,13 @@ extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
     free(ms);
     return 0;
 }
+
+/* ---- does this build hold code for this GPU? ------------------------------------------ */
+
+__global__ void probe_kernel() {}
+
+extern "C" cudaError_t attn_probe_kernel_image(void) {
+    probe_kernel<<<1, 1>>>();
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}

@@ -44,6 +44,10 @@ typedef int (*attn_enqueue_fn)(void *ctx, cudaStream_t stream, char *err, size_t
 int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx, const attn_timing_rules *rules,
                  attn_timing *out, char *err, size_t errlen);
 
+/* Launches an empty kernel built like the harness's kernels: cudaErrorNoKernelImageForDevice
+ * when this build holds no code for the current GPU. */
+cudaError_t attn_probe_kernel_image(void);
+
 #ifdef __cplusplus
 }
 #endif
