@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Writes a run's report: Markdown with a summary and a table, and two plots.
+
+    scripts/report.py RESULTS.json [--previous OLD.json] [--junit CORRECTNESS.xml]
+                      [--peers PEERS.json] --out DIR
+
+DIR/report.md: correctness counts (from the JUnit file), benchmark verdicts, and per test
+the kernel's time, TFLOP/s, speedups, roofline efficiency, verdict and its ratio to the
+previous run. DIR/roofline.png: every benchmark point against the GPU's two ceilings
+(peak FLOP/s and arithmetic intensity x bandwidth). DIR/speedup.png: speedup against S
+per (dtype, head dim, mask), vs the cuBLAS reference and vs cuDNN. The plots need
+matplotlib; without it the report says so and has the table only.
+"""
+import argparse
+import collections
+import json
+import os
+import sys
+import xml.etree.ElementTree as ET
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def junit_counts(path):
+    counts = collections.Counter()
+    failed = []
+    for c in ET.parse(path).getroot().iter("testcase"):
+        if c.find("failure") is not None or c.get("status") == "fail":
+            counts["failed"] += 1
+            failed.append(c.get("name"))
+        elif c.find("skipped") is not None or c.get("status") in ("notrun", "disabled"):
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return counts, failed
+
+
+def config(t):
+    return f"{t['dtype']} d{t['head_dim']} {'causal' if t['causal'] else 'full'}"
+
+
+def plots(doc, peers, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "plots skipped: matplotlib is not installed"
+    tests = [t for t in doc["tests"] if t.get("kernel_timing") and t.get("peaks")]
+    if not tests:
+        return "plots skipped: no measured benchmark"
+    peak_f = max(t["peaks"]["tflops"] for t in tests)
+    bw = tests[0]["peaks"]["gbs"]
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    ai = [10 ** (x / 20) for x in range(-20, 101)]  # 0.1 .. 1e5 FLOP/byte
+    ax.plot(ai, [min(peak_f, a * bw * 1e-3) for a in ai], "k-", lw=1.5, label=f"roofline ({peak_f:.0f} TFLOP/s, {bw:.0f} GB/s)")
+    markers = {}
+    for t in tests + [p for p in (peers or []) if p.get("kernel_timing")]:
+        x = t["flops"] / t["bytes"]
+        key = (t["kernel"], t["causal"])
+        if key not in markers:
+            markers[key] = ax.scatter([], [], s=18, label=f"{t['kernel']} {'causal' if t['causal'] else 'full'}")
+        ax.scatter([x], [t["tflops"]], s=18, color=markers[key].get_facecolor()[0] if len(markers[key].get_facecolor()) else None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte, minimum bytes)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{doc['run']['gpu']['name']}, commit {doc['run']['commit']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "roofline.png"), dpi=110)
+    plt.close(fig)
+
+    series = collections.defaultdict(list)
+    for t in tests:
+        b = t["baselines"]
+        series[(t["kernel"], config(t), "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
+        if b["cudnn"].get("available"):
+            series[(t["kernel"], config(t), "cuDNN")].append((t["seqlen_q"], b["cudnn"]["speedup"]))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharex=True)
+    for ax, base in zip(axes, ("reference", "cuDNN")):
+        for (kernel, cfg, b), pts in sorted(series.items()):
+            if b != base:
+                continue
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"{kernel} {cfg}")
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("S (seqlen_q = seqlen_k)")
+        ax.set_ylabel(f"speedup vs {base}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "speedup.png"), dpi=110)
+    plt.close(fig)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("results")
+    ap.add_argument("--previous")
+    ap.add_argument("--junit")
+    ap.add_argument("--peers")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    doc = load(a.results)
+    prev = {t["test"]: t for t in load(a.previous)["tests"]} if a.previous else {}
+    peers = load(a.peers)["tests"] if a.peers else None
+    os.makedirs(a.out, exist_ok=True)
+    run = doc["run"]
+    lines = [f"# Report: {run['gpu']['name']}, commit {run['commit']}{' (dirty)' if run.get('dirty') else ''}, {run['date']}", ""]
+    if a.junit:
+        counts, failed = junit_counts(a.junit)
+        lines.append(f"**Correctness:** {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped.")
+        lines += [f"- failed: `{n}`" for n in failed[:50]]
+    verdicts = collections.Counter(t["verdict"] for t in doc["tests"])
+    lines.append("**Benchmarks:** " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
+                 + (f"; compared with {os.path.basename(a.previous)}" if a.previous else "") + ".")
+    note = plots(doc, peers, a.out)
+    lines += ["", note if note else "![roofline](roofline.png)\n\n![speedup](speedup.png)", ""]
+    lines += ["| test | ms | TFLOP/s | vs reference | vs cuDNN | roofline | verdict | vs previous |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for t in sorted(doc["tests"], key=lambda t: t["test"]):
+        kt = t.get("kernel_timing")
+        if not kt:
+            lines.append(f"| {t['test']} | | | | | | {t['verdict']}: {t.get('reason', '')[:80]} | |")
+            continue
+        b = t["baselines"]
+        cud = f"{b['cudnn']['speedup']:.3f}" if b["cudnn"].get("available") else "n/a"
+        p = prev.get(t["test"], {}).get("kernel_timing")
+        vs = f"{kt['median_ms'] / p['median_ms']:.3f}x" if p else ""
+        lines.append(f"| {t['test']} | {kt['median_ms']:.4f} | {t['tflops']:.1f} | {b['reference']['speedup']:.2f} | "
+                     f"{cud} | {100 * t['roofline_efficiency']:.1f}% | {t['verdict']} | {vs} |")
+    path = os.path.join(a.out, "report.md")
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+    print(f"report: {path}" + (f" ({note})" if note else ", roofline.png, speedup.png"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
