@@ -1,5 +1,5 @@
 /* Benchmark host logic: statistics and the thresholds file. */
-#include <check.h>
+#include "unit.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,14 +48,7 @@ START_TEST(gpu_slug) {
 END_TEST
 
 static char path[64];
-static const char *write_file(const char *text) {
-    strcpy(path, "/tmp/attn_thr_XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    return path;
-}
+static const char *write_file(const char *text) { return attn_unit_temp_file(path, text); }
 
 static const char *HEAD = "[gpu]\nname = Test GPU\n[peaks]\nfp16_tflops = 700\nbf16_tflops = 710\nbandwidth_gbs = 3000\n";
 
@@ -177,9 +170,5 @@ int main(void) {
     tcase_add_test(th, shipped_files_load);
     tcase_add_test(th, results_never_overwrite);
     suite_add_tcase(s, th);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return attn_unit_run(s);
 }

@@ -1,5 +1,5 @@
 /* Host helpers: fp16/bf16 rounding, seeds, layouts. */
-#include <check.h>
+#include "unit.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,9 +118,5 @@ int main(void) {
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, ctest_gpu_assignment);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return attn_unit_run(s);
 }

@@ -1,5 +1,5 @@
 /* The float64 CPU oracle on cases computed by hand. */
-#include <check.h>
+#include "unit.h"
 #include <math.h>
 
 #include "reference.h"
@@ -84,9 +84,5 @@ int main(void) {
     tcase_add_test(tc, large_scores_do_not_overflow);
     tcase_add_test(tc, batch_and_heads_are_independent);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return attn_unit_run(s);
 }

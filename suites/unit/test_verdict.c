@@ -1,5 +1,5 @@
 /* The verdict rule on synthetic arrays, and the tolerance file's parser. */
-#include <check.h>
+#include "unit.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,14 +141,7 @@ END_TEST
 
 static char path[64];
 
-static const char *write_ini(const char *text) {
-    strcpy(path, "/tmp/attn_tol_XXXXXX");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    return path;
-}
+static const char *write_ini(const char *text) { return attn_unit_temp_file(path, text); }
 
 static const char *GOOD = "[output]\nmax_factor = 2\natol_steps = 2\nmean_factor = 1.5\n"
                           "mean_eps_steps = 0.01\n[lse]\natol = 1e-3\nrtol = 1e-4\n";
@@ -239,9 +232,5 @@ int main(void) {
     tcase_add_test(ini, syntax_error);
     tcase_add_test(ini, missing_file);
     suite_add_tcase(s, ini);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return attn_unit_run(s);
 }

@@ -1,0 +1,29 @@
+/* Shared by the host unit tests: running a suite, writing a temporary input file. */
+#ifndef ATTN_UNIT_H
+#define ATTN_UNIT_H
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Runs the suite (forking per test, as Check does by default); the exit status. */
+static inline int attn_unit_run(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}
+
+/* Writes `text` to a new file under /tmp; its path goes to path (64 bytes). */
+static inline const char *attn_unit_temp_file(char *path, const char *text) {
+    strcpy(path, "/tmp/attn_unit_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+#endif
