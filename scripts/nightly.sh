@@ -34,7 +34,25 @@ out="${new%.json}-nightly"
 mkdir -p "$out"
 cp "$build/nightly-correctness.xml" "$out/correctness.junit.xml"
 cp "$build/nightly-benchmark.xml" "$out/benchmark.junit.xml"
-prev=$(ls "$dir"/20*.json 2>/dev/null | grep -v -- '-peers' | grep -vF "$new" | sort | tail -1)
+# the previous run: the latest earlier results file (by its run date) sharing tests with this one
+prev=$(python3 - "$new" "$dir"/20*.json <<'PY'
+import json, sys
+new = json.load(open(sys.argv[1]))
+names = {t["test"] for t in new["tests"]}
+best = None
+for path in sys.argv[2:]:
+    if path == sys.argv[1] or "-peers" in path:
+        continue
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError):
+        continue
+    if doc["run"]["date"] < new["run"]["date"] and names & {t["test"] for t in doc["tests"]}:
+        if best is None or doc["run"]["date"] > best[0]:
+            best = (doc["run"]["date"], path)
+print(best[1] if best else "")
+PY
+)
 regressions=0
 if [ -n "$prev" ]; then
   echo "== compare with $(basename "$prev")"
