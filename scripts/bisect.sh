@@ -75,7 +75,8 @@ done
 [ -n "$name" ] && [ -f "$baseline" ] || { echo "bisect: perf needs <test> and --baseline <results.json>" >&2; exit 200; }
 fragment="$build/benchmark-fragments/$(echo "$name" | tr / .).json"
 rm -f "$fragment"
-ctest --test-dir "$build" -R "^${name}\$" >"$build/bisect-ctest.log" 2>&1
+# -FC: no collect step, so a bisect leaves no results files behind
+ctest --test-dir "$build" -R "^${name}\$" -FC bench_run >"$build/bisect-ctest.log" 2>&1
 python3 - "$baseline" "$fragment" "$name" "$slower" <<'PY'
 import json, sys
 baseline, fragment, name, factor = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
