@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""CPU emulation of flash2 v1's index math: the kernel's loads, swizzle, ldmatrix, mma.sync
+fragment layouts (as the PTX ISA documents them), masking and online softmax, lane by lane,
+for one (batch, head), against a float64 reference. It checks the indexing before any GPU
+run; it proves nothing about the hardware. Run: python3 kernels/flash2/emulate_v1.py
+(numpy; about a minute). Keep it in step with flash2.cu when the tiling changes."""
+import numpy as np, math, sys
+BM=64; BN=64; WARPS=4
+
+def swz(D,row,chunk): return row*D + ((chunk ^ (row & 7)) << 3)
+
+def load_tile(tile,D,src,row0,seq,ROWS):
+    CH=D//8
+    for c in range(ROWS*CH):
+        row,chunk=divmod(c,CH)
+        off=swz(D,row,chunk)
+        if row0+row<seq: tile[off:off+8]=src[row0+row, chunk*8:chunk*8+8]
+        else: tile[off:off+8]=0
+
+def ldm(tile,addrs,trans=False):
+    # addrs[lane] = element offset of the 8-element row lane provides; returns regs[lane][j] = (lo, hi)
+    regs=[[None]*4 for _ in range(32)]
+    for j in range(4):
+        m=np.array([tile[addrs[8*j+r]:addrs[8*j+r]+8] for r in range(8)])
+        for lane in range(32):
+            g,t=lane>>2,lane&3
+            regs[lane][j]=(m[g,2*t],m[g,2*t+1]) if not trans else (m[2*t,g],m[2*t+1,g])
+    return regs
+
+def mma(C,A,B0,B1):
+    # C[lane]=[4], A[lane]=[4 pairs], B0/B1[lane]=pair
+    a=np.zeros((16,16)); b=np.zeros((16,8)); c=np.zeros((16,8))
+    for lane in range(32):
+        g,t=lane>>2,lane&3
+        a[g,2*t:2*t+2]=A[lane][0]; a[g+8,2*t:2*t+2]=A[lane][1]
+        a[g,2*t+8:2*t+10]=A[lane][2]; a[g+8,2*t+8:2*t+10]=A[lane][3]
+        b[2*t:2*t+2,g]=B0[lane]; b[2*t+8:2*t+10,g]=B1[lane]
+        c[g,2*t:2*t+2]=C[lane][0:2]; c[g+8,2*t:2*t+2]=C[lane][2:4]
+    d=a@b+c
+    for lane in range(32):
+        g,t=lane>>2,lane&3
+        C[lane][0:2]=d[g,2*t:2*t+2]; C[lane][2:4]=d[g+8,2*t:2*t+2]
+
+def kernel_block(Q,K,V,D,m0,causal,scale,O,LSE):
+    Sq,Sk=Q.shape[0],K.shape[0]; off=Sk-Sq
+    KSTEPS=D//16; NT_S=BN//8; NT_O=D//8
+    nb=(Sk+BN-1)//BN
+    if causal:
+        last=min(m0+BM-1,Sq-1)+off
+        nb=0 if last<0 else min(nb,last//BN+1)
+    if nb==0:
+        for r in range(m0,min(m0+BM,Sq)): O[r]=0; LSE[r]=-math.inf
+        return
+    sQ=np.zeros(BM*D); sK=[np.zeros(BN*D),np.zeros(BN*D)]; sV=[np.zeros(BN*D),np.zeros(BN*D)]
+    load_tile(sQ,D,Q,m0,Sq,BM); load_tile(sK[0],D,K,0,Sk,BN); load_tile(sV[0],D,V,0,Sk,BN)
+    for warp in range(WARPS):
+        pass
+    state=[]
+    for warp in range(WARPS):
+        state.append(dict(acc=[[np.zeros(4) for _ in range(NT_O)] for _ in range(32)],
+                          rmax=[[-math.inf,-math.inf] for _ in range(32)], rsum=[[0.0,0.0] for _ in range(32)], qf=None))
+    for j in range(nb):
+        if j+1<nb:
+            s=(j+1)&1
+            load_tile(sK[s],D,K,(j+1)*BN,Sk,BN); load_tile(sV[s],D,V,(j+1)*BN,Sk,BN)
+        cK,cV=sK[j&1],sV[j&1]
+        for warp in range(WARPS):
+            st=state[warp]
+            if j==0:
+                st['qf']=[]
+                for kk in range(KSTEPS):
+                    addrs=[swz(D,warp*16+(l&7)+(((l>>3)&1)<<3),2*kk+(l>>4)) for l in range(32)]
+                    st['qf'].append(ldm(sQ,addrs))
+            S=[[np.zeros(4) for _ in range(NT_S)] for _ in range(32)]
+            for kk in range(KSTEPS):
+                A=[st['qf'][kk][l] for l in range(32)]
+                for nt in range(0,NT_S,2):
+                    addrs=[swz(D,nt*8+(l&7)+((l>>4)<<3),2*kk+((l>>3)&1)) for l in range(32)]
+                    bk=ldm(cK,addrs)
+                    C=[S[l][nt] for l in range(32)]; mma(C,A,[bk[l][0] for l in range(32)],[bk[l][1] for l in range(32)])
+                    C=[S[l][nt+1] for l in range(32)]; mma(C,A,[bk[l][2] for l in range(32)],[bk[l][3] for l in range(32)])
+            n0=j*BN
+            mask= n0+BN>Sk or (causal and n0+BN-1>m0+off)
+            for l in range(32):
+                g,t=l>>2,l&3; row_a=m0+warp*16+g
+                for nt in range(NT_S):
+                    for e in range(4):
+                        x=S[l][nt][e]*scale
+                        if mask:
+                            col=n0+nt*8+2*t+(e&1); row=row_a+((e>>1)<<3)
+                            if col>=Sk or (causal and col>row+off): x=-math.inf
+                        S[l][nt][e]=x
+            for r in range(2):
+                mx=[max([st['rmax'][l][r]]+[max(S[l][nt][2*r],S[l][nt][2*r+1]) for nt in range(NT_S)]) for l in range(32)]
+                mx=[max(mx[l],mx[l^1]) for l in range(32)]; mx=[max(mx[l],mx[l^2]) for l in range(32)]
+                for l in range(32):
+                    base=0.0 if mx[l]==-math.inf else mx[l]
+                    corr=2.0**(st['rmax'][l][r]-base) if st['rmax'][l][r]!=-math.inf else 0.0
+                    st['rmax'][l][r]=mx[l]
+                    sm=0.0
+                    for nt in range(NT_S):
+                        for c in range(2):
+                            v=S[l][nt][2*r+c]; p=0.0 if v==-math.inf else 2.0**(v-base)
+                            S[l][nt][2*r+c]=p; sm+=p
+                    st['rsum'][l][r]=st['rsum'][l][r]*corr+sm
+                    for dt in range(NT_O): st['acc'][l][dt][2*r]*=corr; st['acc'][l][dt][2*r+1]*=corr
+            for kb in range(BN//16):
+                A=[[(S[l][2*kb][0],S[l][2*kb][1]),(S[l][2*kb][2],S[l][2*kb][3]),(S[l][2*kb+1][0],S[l][2*kb+1][1]),(S[l][2*kb+1][2],S[l][2*kb+1][3])] for l in range(32)]
+                A=[[tuple(np.float16(x) for x in pr) for pr in A[l]] for l in range(32)]
+                for dt in range(0,NT_O,2):
+                    addrs=[swz(D,kb*16+(l&7)+(((l>>3)&1)<<3),dt+(l>>4)) for l in range(32)]
+                    bv=ldm(cV,addrs,trans=True)
+                    C=[st['acc'][l][dt] for l in range(32)]; mma(C,A,[bv[l][0] for l in range(32)],[bv[l][1] for l in range(32)])
+                    C=[st['acc'][l][dt+1] for l in range(32)]; mma(C,A,[bv[l][2] for l in range(32)],[bv[l][3] for l in range(32)])
+    for warp in range(WARPS):
+        st=state[warp]
+        for r in range(2):
+            ls=[st['rsum'][l][r] for l in range(32)]
+            ls=[ls[l]+ls[l^1] for l in range(32)]; ls=[ls[l]+ls[l^2] for l in range(32)]
+            for l in range(32):
+                g,t=l>>2,l&3; row=m0+warp*16+g+8*r
+                if row>=Sq: continue
+                inv=1/ls[l] if ls[l]>0 else 0.0
+                for dt in range(NT_O):
+                    O[row,dt*8+2*t]=st['acc'][l][dt][2*r]*inv; O[row,dt*8+2*t+1]=st['acc'][l][dt][2*r+1]*inv
+                if t==0: LSE[row]=(st['rmax'][l][r]+math.log2(ls[l]))*math.log(2) if ls[l]>0 else -math.inf
+
+def run(Sq,Sk,D,causal,seed=0):
+    rng=np.random.default_rng(seed)
+    Q,K,V=(rng.standard_normal((n,D)).astype(np.float16).astype(np.float64) for n in (Sq,Sk,Sk))
+    sc=1/math.sqrt(D)
+    O=np.full((Sq,D),np.nan); L=np.full(Sq,np.nan)
+    for m0 in range(0,Sq,BM): kernel_block(Q,K,V,D,m0,causal,sc*1.4426950408889634,O,L)
+    S=Q@K.T*sc
+    if causal:
+        for i in range(Sq):
+            S[i,i+Sk-Sq+1:]=-np.inf if i+Sk-Sq+1>=0 else -np.inf
+            if i+Sk-Sq<0: S[i,:]=-np.inf
+    m=S.max(1,keepdims=True); ok=np.isfinite(m[:,0])
+    P=np.where(ok[:,None],np.exp(S-np.where(ok[:,None],m,0)),0); l=P.sum(1,keepdims=True)
+    R=np.where(ok[:,None],P@V/np.where(l>0,l,1),0); RL=np.where(ok,np.log(np.where(l[:,0]>0,l[:,0],1))+np.where(ok,m[:,0],0),-np.inf)
+    err=np.nanmax(np.abs(O-R)) if not np.isnan(O).any() else float('nan')
+    lerr=np.max(np.abs(np.where(ok,L-RL,0))); empty_ok=np.all(np.isinf(L[~ok])) and np.all(O[~ok]==0)
+    print(f"Sq={Sq} Sk={Sk} D={D} causal={causal}: max|O-R|={err:.2e} max|LSE err|={lerr:.2e} nan={np.isnan(O).sum()} empty_ok={empty_ok}")
+    return err<5e-3 and lerr<1e-3 and empty_ok
+
+ok=True
+for args in [(17,17,64,0),(70,70,64,1),(130,65,64,1),(65,130,128,1),(1,9,64,0),(100,3,64,1),(64,64,128,0)]:
+    ok&=run(*args)
+print("ALL OK" if ok else "MISMATCH")
