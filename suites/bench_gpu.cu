@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "stats.h"
@@ -226,4 +227,113 @@ extern "C" cudaError_t attn_probe_kernel_image(void) {
     probe_kernel<<<1, 1>>>();
     cudaError_t e = cudaGetLastError();
     return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}
+
+/* ---- the verdict rule's figures, on the GPU ----------------------------------------- */
+
+static float float_from_bits(unsigned int bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+struct DevStats {
+    unsigned long long max_err_key; /* float bits of max |O-G| << 32 | (~index): first of the max */
+    unsigned int max_ref_bits, max_g_bits; /* non-negative floats order like their bits */
+    double sum_err, sum_ref;
+    unsigned long long nonfinite, empty_nonzero, first_nonfinite, first_empty;
+};
+
+__device__ __forceinline__ float load_f(const __half *p) { return __half2float(*p); }
+__device__ __forceinline__ float load_f(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+
+template <typename T>
+__global__ void output_stats_kernel(const attn_fwd_params p, const float *__restrict__ g,
+                                    const float *__restrict__ r, unsigned long long n, DevStats *st) {
+    const T *o = (const T *)p.o;
+    const int D = p.head_dim, S = p.seqlen_q, H = p.heads;
+    float lmax = 0.f, lref = 0.f, lg = 0.f;
+    unsigned int lidx = 0xffffffffu;
+    double lsum = 0.0, lsumr = 0.0;
+    unsigned long long nf = 0, ne = 0, first_nf = ~0ull, first_e = ~0ull;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        const unsigned long long d = i % D, s = i / D % S, h = i / D / S % H, b = i / D / S / H;
+        const float ov = load_f(o + b * p.o_batch_stride + h * p.o_head_stride + s * p.o_row_stride + d);
+        const float gv = g[i], rv = r[i];
+        if (isfinite(gv) && !isfinite(ov)) { /* counted, not summed */
+            nf++;
+            first_nf = min(first_nf, i);
+            continue;
+        }
+        if (p.causal && (long long)s + p.seqlen_k - S < 0 && ov != 0.0f) {
+            ne++;
+            first_e = min(first_e, i);
+        }
+        const double e = fabs((double)ov - gv), er = fabs((double)rv - gv);
+        if ((float)e > lmax) lmax = (float)e, lidx = (unsigned int)i; /* i grows: first of the max */
+        lref = fmaxf(lref, (float)er);
+        lg = fmaxf(lg, fabsf(gv));
+        lsum += e;
+        lsumr += er;
+    }
+    unsigned long long key = ((unsigned long long)__float_as_uint(lmax) << 32) | (0xffffffffu - lidx);
+    for (int off = 16; off > 0; off >>= 1) {
+        key = max(key, __shfl_xor_sync(0xffffffffu, key, off));
+        lref = fmaxf(lref, __shfl_xor_sync(0xffffffffu, lref, off));
+        lg = fmaxf(lg, __shfl_xor_sync(0xffffffffu, lg, off));
+        lsum += __shfl_xor_sync(0xffffffffu, lsum, off);
+        lsumr += __shfl_xor_sync(0xffffffffu, lsumr, off);
+        nf += __shfl_xor_sync(0xffffffffu, nf, off);
+        ne += __shfl_xor_sync(0xffffffffu, ne, off);
+        first_nf = min(first_nf, __shfl_xor_sync(0xffffffffu, first_nf, off));
+        first_e = min(first_e, __shfl_xor_sync(0xffffffffu, first_e, off));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicMax(&st->max_err_key, key);
+        atomicMax(&st->max_ref_bits, __float_as_uint(lref));
+        atomicMax(&st->max_g_bits, __float_as_uint(lg));
+        atomicAdd(&st->sum_err, lsum);
+        atomicAdd(&st->sum_ref, lsumr);
+        atomicAdd(&st->nonfinite, nf);
+        atomicAdd(&st->empty_nonzero, ne);
+        atomicMin(&st->first_nonfinite, first_nf);
+        atomicMin(&st->first_empty, first_e);
+    }
+}
+
+extern "C" cudaError_t attn_output_stats_gpu(const attn_fwd_params *p, const float *g, const float *r,
+                                             attn_output_stats *out, cudaStream_t stream) {
+    const unsigned long long n = (unsigned long long)p->batch * p->heads * p->seqlen_q * p->head_dim;
+    if (n >= 0xffffffffull) return cudaErrorInvalidValue; /* the index must fit the key's 32 bits */
+    DevStats init = {}, host;
+    init.first_nonfinite = init.first_empty = ~0ull;
+    DevStats *dst;
+    cudaError_t e = cudaMalloc((void **)&dst, sizeof *dst);
+    if (e != cudaSuccess) return e;
+    e = cudaMemcpyAsync(dst, &init, sizeof init, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess) {
+        if (p->dtype == ATTN_BF16)
+            output_stats_kernel<__nv_bfloat16><<<1024, 256, 0, stream>>>(*p, g, r, n, dst);
+        else
+            output_stats_kernel<__half><<<1024, 256, 0, stream>>>(*p, g, r, n, dst);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&host, dst, sizeof host, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    cudaFree(dst);
+    if (e != cudaSuccess) return e;
+    memset(out, 0, sizeof *out);
+    out->max_err = float_from_bits((unsigned int)(host.max_err_key >> 32));
+    out->worst = out->max_err > 0 ? 0xffffffffu - (unsigned int)(host.max_err_key & 0xffffffffu) : 0;
+    out->max_ref_err = float_from_bits(host.max_ref_bits);
+    out->max_abs_g = float_from_bits(host.max_g_bits);
+    out->sum_err = host.sum_err;
+    out->sum_ref_err = host.sum_ref;
+    out->nonfinite = host.nonfinite;
+    out->first_nonfinite = host.nonfinite ? host.first_nonfinite : 0;
+    out->empty_nonzero = host.empty_nonzero;
+    out->first_empty_nonzero = host.empty_nonzero ? host.first_empty : 0;
+    out->counted = n - host.nonfinite;
+    return cudaSuccess;
 }

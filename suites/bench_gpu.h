@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "attn_abi.h"
+#include "verdict.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +44,13 @@ typedef int (*attn_enqueue_fn)(void *ctx, cudaStream_t stream, char *err, size_t
 /* Warms up, then takes cold samples until the rules say stop. 0, or non-zero with err. */
 int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx, const attn_timing_rules *rules,
                  attn_timing *out, char *err, size_t errlen);
+
+/* The verdict rule's figures for the output p->o (the dtype, through p's strides) against
+ * the golden G and low-precision R ([batch][heads][seqlen_q][head_dim] floats on the
+ * device), gathered on the GPU: a benchmark-sized output never crosses to the host.
+ * Synchronizes `stream`. */
+cudaError_t attn_output_stats_gpu(const attn_fwd_params *p, const float *g, const float *r,
+                                  attn_output_stats *out, cudaStream_t stream);
 
 /* Launches an empty kernel built like the harness's kernels: cudaErrorNoKernelImageForDevice
  * when this build holds no code for the current GPU. */

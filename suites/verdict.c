@@ -103,51 +103,58 @@ const char *attn_rule_name(attn_rule r) {
     return "?";
 }
 
-void attn_judge_output(const float *o, const float *g, const float *r, size_t rows,
-                       int head_dim, const unsigned char *row_empty, attn_dtype dtype,
-                       const attn_tolerance *t, attn_output_verdict *v) {
+void attn_output_decide(const attn_output_stats *st, attn_dtype dtype, const attn_tolerance *t,
+                        attn_output_verdict *v) {
     memset(v, 0, sizeof *v);
-    size_t n = rows * (size_t)head_dim;
-    size_t first_nonfinite = n, first_nonzero_empty = n, nonfinite = 0, nonzero_empty = 0;
-    double gmax = 0, sum_err = 0, sum_ref = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isfinite(g[i]) && !isfinite(o[i])) {
-            if (!nonfinite++) first_nonfinite = i;
-            continue;
-        }
-        if (row_empty && row_empty[i / (size_t)head_dim] && o[i] != 0.0f) {
-            if (!nonzero_empty++) first_nonzero_empty = i;
-        }
-        double e = fabs((double)o[i] - g[i]), er = fabs((double)r[i] - g[i]);
-        if (e > v->max_err) {
-            v->max_err = e;
-            v->worst = i;
-        }
-        if (er > v->max_ref_err) v->max_ref_err = er;
-        if (fabs(g[i]) > gmax) gmax = fabs(g[i]);
-        sum_err += e;
-        sum_ref += er;
-    }
-    size_t counted = n - nonfinite;
-    v->mean_err = counted ? sum_err / counted : 0;
-    v->mean_ref_err = counted ? sum_ref / counted : 0;
-    v->step = attn_dtype_step(dtype, gmax);
+    v->max_err = st->max_err;
+    v->worst = st->worst;
+    v->max_ref_err = st->max_ref_err;
+    v->mean_err = st->counted ? st->sum_err / st->counted : 0;
+    v->mean_ref_err = st->counted ? st->sum_ref_err / st->counted : 0;
+    v->step = attn_dtype_step(dtype, st->max_abs_g);
     v->atol = t->atol_steps * v->step;
     v->max_bound = t->max_factor * v->max_ref_err + v->atol;
     v->mean_bound = t->mean_factor * v->mean_ref_err + t->mean_eps_steps * v->step;
-    if (nonfinite) {
+    if (st->nonfinite) {
         v->rule = ATTN_RULE_NONFINITE;
-        v->worst = first_nonfinite;
-        v->bad_count = nonfinite;
-    } else if (nonzero_empty) {
+        v->worst = st->first_nonfinite;
+        v->bad_count = st->nonfinite;
+    } else if (st->empty_nonzero) {
         v->rule = ATTN_RULE_EMPTY_ROW;
-        v->worst = first_nonzero_empty;
-        v->bad_count = nonzero_empty;
+        v->worst = st->first_empty_nonzero;
+        v->bad_count = st->empty_nonzero;
     } else if (v->max_err > v->max_bound) {
         v->rule = ATTN_RULE_MAX;
     } else if (v->mean_err > v->mean_bound) {
         v->rule = ATTN_RULE_MEAN;
     }
+}
+
+void attn_judge_output(const float *o, const float *g, const float *r, size_t rows,
+                       int head_dim, const unsigned char *row_empty, attn_dtype dtype,
+                       const attn_tolerance *t, attn_output_verdict *v) {
+    attn_output_stats st = {0};
+    size_t n = rows * (size_t)head_dim;
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(g[i]) && !isfinite(o[i])) { /* excluded from the error sums */
+            if (!st.nonfinite++) st.first_nonfinite = i;
+            continue;
+        }
+        if (row_empty && row_empty[i / (size_t)head_dim] && o[i] != 0.0f) {
+            if (!st.empty_nonzero++) st.first_empty_nonzero = i;
+        }
+        double e = fabs((double)o[i] - g[i]), er = fabs((double)r[i] - g[i]);
+        if (e > st.max_err) {
+            st.max_err = e;
+            st.worst = i;
+        }
+        if (er > st.max_ref_err) st.max_ref_err = er;
+        if (fabs(g[i]) > st.max_abs_g) st.max_abs_g = fabs(g[i]);
+        st.sum_err += e;
+        st.sum_ref_err += er;
+    }
+    st.counted = n - st.nonfinite;
+    attn_output_decide(&st, dtype, t, v);
 }
 
 void attn_judge_lse(const float *lse, const float *g, size_t rows, const attn_tolerance *t,

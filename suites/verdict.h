@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include "attn_abi.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     double max_factor, atol_steps;      /* max|O-G| <= max_factor*max|R-G| + atol_steps*step */
     double mean_factor, mean_eps_steps; /* mean|O-G| <= mean_factor*mean|R-G| + eps */
@@ -37,8 +41,22 @@ typedef struct {
     size_t bad_count;      /* elements breaking the failed rule (non-finite / empty-row) */
 } attn_output_verdict;
 
+/* What the rule needs from a comparison of O with G and R, gathered on the host
+ * (attn_judge_output) or on the GPU (the benchmarks). Non-finite O elements are counted,
+ * not summed; `worst` is the first index of the largest |O-G|. */
+typedef struct {
+    double max_err, sum_err, max_ref_err, sum_ref_err, max_abs_g;
+    size_t worst, counted;
+    size_t nonfinite, first_nonfinite;         /* O non-finite where G is finite */
+    size_t empty_nonzero, first_empty_nonzero; /* a row that sees no key, not exactly 0 */
+} attn_output_stats;
+
+/* The rule, from the gathered figures. */
+void attn_output_decide(const attn_output_stats *st, attn_dtype dtype, const attn_tolerance *t,
+                        attn_output_verdict *v);
+
 /* o, g, r: n = rows*head_dim floats, row-major; row_empty[row] != 0 marks a row that sees
- * no key (G is zero there). */
+ * no key (G is zero there). Gathers the figures, then attn_output_decide. */
 void attn_judge_output(const float *o, const float *g, const float *r, size_t rows,
                        int head_dim, const unsigned char *row_empty, attn_dtype dtype,
                        const attn_tolerance *t, attn_output_verdict *v);
@@ -57,4 +75,7 @@ void attn_judge_lse(const float *lse, const float *g, size_t rows, const attn_to
 
 const char *attn_rule_name(attn_rule r);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
