@@ -6,8 +6,14 @@
 # s<S> for S_q = S_k = S and q<S_q>k<S_k> otherwise. A malformed file stops the configure
 # step with "<file>:<line>: <what was expected>".
 
+# The leading space keeps CMake from word-wrapping the message, so "<file>:<line>: ..."
+# stays on one line for editors, grep and the parser's unit tests.
+function(_attn_fatal msg)
+  message(FATAL_ERROR " ${msg}")
+endfunction()
+
 function(_attn_shapes_error file line msg)
-  message(FATAL_ERROR "${file}:${line}: ${msg}")
+  _attn_fatal("${file}:${line}: ${msg}")
 endfunction()
 
 function(_attn_positive_ints file line axis values)
@@ -20,7 +26,7 @@ endfunction()
 
 function(attn_read_shapes file prefix)
   if(NOT EXISTS "${file}")
-    message(FATAL_ERROR "${file}: shapes file not found")
+    _attn_fatal("${file}: shapes file not found")
   endif()
   file(READ "${file}" content)
   # ';', '[' and ']' would break CMake's list splitting: hide them, reject them outside comments
@@ -88,7 +94,7 @@ function(attn_read_shapes file prefix)
 
   foreach(key dtype head_dim mask)
     if(NOT key IN_LIST seen)
-      message(FATAL_ERROR "${file}: missing the '${key}' line")
+      _attn_fatal("${file}: missing the '${key}' line")
     endif()
   endforeach()
   # the problem size: batch and heads given, or tokens (batch x seqlen) and hidden
@@ -97,13 +103,13 @@ function(attn_read_shapes file prefix)
     list(GET pair 0 a)
     list(GET pair 1 b)
     if((a IN_LIST seen) AND NOT (b IN_LIST seen))
-      message(FATAL_ERROR "${file}: '${a}' given without '${b}'")
+      _attn_fatal("${file}: '${a}' given without '${b}'")
     elseif((b IN_LIST seen) AND NOT (a IN_LIST seen))
-      message(FATAL_ERROR "${file}: '${b}' given without '${a}'")
+      _attn_fatal("${file}: '${b}' given without '${a}'")
     endif()
   endforeach()
   if(NOT "batch" IN_LIST seen AND NOT "tokens" IN_LIST seen)
-    message(FATAL_ERROR "${file}: missing the 'heads' line (give batch and heads, or tokens and hidden)")
+    _attn_fatal("${file}: missing the 'heads' line (give batch and heads, or tokens and hidden)")
   endif()
   set(all "")
   foreach(s IN LISTS axis_seqlen)
@@ -111,7 +117,7 @@ function(attn_read_shapes file prefix)
   endforeach()
   list(APPEND all ${shapes})
   if(NOT all)
-    message(FATAL_ERROR "${file}: no shapes: expected a 'seqlen' or a 'shape' line")
+    _attn_fatal("${file}: no shapes: expected a 'seqlen' or a 'shape' line")
   endif()
   set(cases "")
   foreach(dt IN LISTS axis_dtype)
