@@ -31,6 +31,7 @@ struct Config {
     static constexpr int SMEM_Q = BM * D * 2;
     static constexpr int SMEM_KV = BN * D * 2; /* one K or V tile */
     static constexpr int SMEM = SMEM_Q + 2 * STAGES * SMEM_KV;
+    static constexpr int SMEM_PACKED = SMEM_Q + 2 * SMEM_KV; /* one KV tile, one stage */
     static_assert(BM == 16 * WARPS, "one m16 row tile per warp");
     static_assert(D % 16 == 0 && BN % 16 == 0, "whole k16 steps");
     static_assert(CHUNKS >= 8, "the XOR swizzle spans 8 chunks per row");
@@ -98,23 +99,44 @@ __device__ __forceinline__ int swz(int row, int chunk) {
     return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
-/* Copies rows [row0, row0 + ROWS) of a [seq][D] matrix (row stride `stride`) into a
- * swizzled tile; rows at or past `seq` are zero-filled without a global read. */
-template <typename T, int D, int ROWS, int THREADS>
-__device__ __forceinline__ void load_tile(T *tile, const T *src, int64_t stride, int row0, int seq) {
+/* Copies ROWS rows into a swizzled tile: row_ptr(r) gives tile row r's first element in
+ * global memory, or nullptr for a row past the data, which is zero-filled without a global
+ * read (cp.async with 0 source bytes; `any` is only an address it is handed). */
+template <typename T, int D, int ROWS, int THREADS, typename RowPtr>
+__device__ __forceinline__ void load_tile(T *tile, const T *any, RowPtr row_ptr) {
     constexpr int CHUNKS = D / 8;
 #pragma unroll
     for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
         const int row = c / CHUNKS, chunk = c % CHUNKS;
-        const bool valid = row0 + row < seq;
-        const T *g = src + (valid ? (int64_t)(row0 + row) * stride : 0) + chunk * 8;
-        cp_async16(smem_addr(tile + swz<D>(row, chunk)), g, valid);
+        const T *g = row_ptr(row);
+        cp_async16(smem_addr(tile + swz<D>(row, chunk)), (g ? g : any) + chunk * 8, g != nullptr);
     }
 }
 
-template <typename T, int D>
+/* Which (batch, head) a block's tile row belongs to, and which row of that head. Plain
+ * blocks hold BM query rows of one (batch, head) and walk its keys in tiles of BN. Packed
+ * blocks (S_q, S_k <= 32: see flash2_fwd) hold `pack` whole heads side by side, head i of
+ * the block at tile rows [i S_q, (i + 1) S_q) and tile keys [i S_k, (i + 1) S_k), in one KV
+ * tile under a block-diagonal mask: a short sequence fills a tile instead of a sixteenth of
+ * one. */
+struct Slot {
+    int head; /* the block's head index (packed) or 0 (plain); >= pack past the block's heads */
+    int pos;  /* row (or key) within its head */
+};
+__device__ __forceinline__ Slot packed_slot(int tile_row, int per_head) {
+    const int head = tile_row / per_head;
+    return {head, tile_row - head * per_head};
+}
+
+template <typename T>
+__device__ __forceinline__ const T *head_base(const void *base, int job, int heads, int64_t batch_stride,
+                                              int64_t head_stride) {
+    return static_cast<const T *>(base) + (int64_t)(job / heads) * batch_stride + (int64_t)(job % heads) * head_stride;
+}
+
+template <typename T, int D, bool PACKED>
 __global__ void __launch_bounds__(Config<D>::THREADS)
-flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2) {
+flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pack) {
     using C = Config<D>;
     constexpr int BM = C::BM, BN = C::BN;
     constexpr int KSTEPS = D / 16;  /* k16 steps of Q.K^T */
@@ -122,40 +144,72 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2) {
     constexpr int NT_O = D / 8;     /* n8 tiles of O */
     extern __shared__ __align__(128) unsigned char smem[];
     T *sQ = reinterpret_cast<T *>(smem);
-    T *sK = reinterpret_cast<T *>(smem + C::SMEM_Q); /* [STAGES][BN][D] */
+    T *sK = reinterpret_cast<T *>(smem + C::SMEM_Q); /* [STAGES][BN][D] (packed: one stage) */
     T *sV = sK + C::STAGES * BN * D;                 /* [STAGES][BN][D] */
 
-    const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3; /* mma fragment row group and column pair */
     const int Sq = p.seqlen_q, Sk = p.seqlen_k;
     const int offset = Sk - Sq; /* causal: row i sees key j iff j <= i + offset */
-    const T *q = static_cast<const T *>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
-    const T *k = static_cast<const T *>(p.k) + b * p.k_batch_stride + h * p.k_head_stride;
-    const T *v = static_cast<const T *>(p.v) + b * p.v_batch_stride + h * p.v_head_stride;
-    T *o = static_cast<T *>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
-    float *lse = p.lse ? p.lse + ((int64_t)b * p.heads + h) * Sq : nullptr;
+    const int jobs = p.batch * p.heads;
+    /* plain: this block's (batch, head) as a job index b * heads + h, and its first row;
+     * packed: the job of the block's head 0 */
+    const int job0 = PACKED ? blockIdx.x * pack : blockIdx.z * p.heads + blockIdx.y;
+    const int m0 = PACKED ? 0 : blockIdx.x * BM;
 
-    /* KV tiles this block needs: causal stops at the last key its last row sees */
-    int n_blocks = (Sk + BN - 1) / BN;
-    if (p.causal) {
+    auto q_row = [&](int r) -> const T * {
+        int job = job0, pos = m0 + r;
+        if (PACKED) {
+            const Slot s = packed_slot(r, Sq);
+            job += s.head, pos = s.pos;
+            if (s.head >= pack || job >= jobs) return nullptr;
+        } else if (pos >= Sq) {
+            return nullptr;
+        }
+        return head_base<T>(p.q, job, p.heads, p.q_batch_stride, p.q_head_stride) + (int64_t)pos * p.q_row_stride;
+    };
+    /* key `key0 + c` (plain) or tile key c (packed) of K or V */
+    auto kv_row = [&](const void *base, int64_t bs, int64_t hs, int64_t rs, int key0, int c) -> const T * {
+        int job = job0, pos = key0 + c;
+        if (PACKED) {
+            const Slot s = packed_slot(c, Sk);
+            job += s.head, pos = s.pos;
+            if (s.head >= pack || job >= jobs) return nullptr;
+        } else if (pos >= Sk) {
+            return nullptr;
+        }
+        return head_base<T>(base, job, p.heads, bs, hs) + (int64_t)pos * rs;
+    };
+    auto load_kv = [&](int stage, int key0) {
+        load_tile<T, D, BN, C::THREADS>(sK + stage * BN * D, static_cast<const T *>(p.k), [&](int c) {
+            return kv_row(p.k, p.k_batch_stride, p.k_head_stride, p.k_row_stride, key0, c);
+        });
+        load_tile<T, D, BN, C::THREADS>(sV + stage * BN * D, static_cast<const T *>(p.v), [&](int c) {
+            return kv_row(p.v, p.v_batch_stride, p.v_head_stride, p.v_row_stride, key0, c);
+        });
+    };
+
+    /* KV tiles this block needs: packed, one; causal stops at the last key its last row sees */
+    int n_blocks = PACKED ? 1 : (Sk + BN - 1) / BN;
+    if (!PACKED && p.causal) {
         const int last_key = min(m0 + BM - 1, Sq - 1) + offset;
         n_blocks = last_key < 0 ? 0 : min(n_blocks, last_key / BN + 1);
     }
     if (n_blocks == 0) { /* no row of this block sees a key: zeros and -inf */
+        const int b = blockIdx.z, h = blockIdx.y;
+        T *o = static_cast<T *>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
         for (int i = threadIdx.x; i < BM * D; i += C::THREADS) {
             const int row = m0 + i / D;
             if (row < Sq) o[(int64_t)row * p.o_row_stride + i % D] = T(0.0f);
         }
-        if (lse)
+        if (p.lse)
             for (int i = threadIdx.x; i < BM; i += C::THREADS)
-                if (m0 + i < Sq) lse[m0 + i] = -INFINITY;
+                if (m0 + i < Sq) p.lse[(int64_t)job0 * Sq + m0 + i] = -INFINITY;
         return;
     }
 
-    load_tile<T, D, BM, C::THREADS>(sQ, q, p.q_row_stride, m0, Sq);
-    load_tile<T, D, BN, C::THREADS>(sK, k, p.k_row_stride, 0, Sk);
-    load_tile<T, D, BN, C::THREADS>(sV, v, p.v_row_stride, 0, Sk);
+    load_tile<T, D, BM, C::THREADS>(sQ, static_cast<const T *>(p.q), q_row);
+    load_kv(0, 0);
     cp_async_commit();
 
     uint32_t qf[KSTEPS][4];
@@ -164,16 +218,15 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2) {
     for (int i = 0; i < NT_O; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     float row_max[2] = {-INFINITY, -INFINITY}; /* log2 domain, rows g and g + 8 */
     float row_sum[2] = {0.0f, 0.0f};           /* this thread's columns only, until the end */
-    const int row_a = m0 + warp * 16 + g;      /* this thread's rows: row_a and row_a + 8 */
+    const int tile_row = warp * 16 + g;        /* this thread's tile rows: tile_row, tile_row + 8 */
+    const int row_a = m0 + tile_row;           /* plain: the rows of the head */
+    Slot slot[2] = {{0, row_a}, {0, row_a + 8}};
+    if (PACKED) slot[0] = packed_slot(tile_row, Sq), slot[1] = packed_slot(tile_row + 8, Sq);
 
     for (int j = 0; j < n_blocks; ++j) {
         cp_async_wait_all();
         __syncthreads(); /* tile j is in; every warp is done with tile j - 1's stage */
-        if (j + 1 < n_blocks) {
-            const int s = (j + 1) & 1;
-            load_tile<T, D, BN, C::THREADS>(sK + s * BN * D, k, p.k_row_stride, (j + 1) * BN, Sk);
-            load_tile<T, D, BN, C::THREADS>(sV + s * BN * D, v, p.v_row_stride, (j + 1) * BN, Sk);
-        }
+        if (j + 1 < n_blocks) load_kv((j + 1) & 1, (j + 1) * BN);
         cp_async_commit();
         if (j == 0) {
 #pragma unroll
@@ -201,18 +254,19 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2) {
         }
 
         /* scale into the log2 domain; mask keys past the end of K and above the diagonal
-         * (only tiles that cross either need it) */
+         * (plain: only tiles that cross either need it), and packed, keys of other heads */
         const int n0 = j * BN;
-        const bool mask = n0 + BN > Sk || (p.causal && n0 + BN - 1 > m0 + offset);
+        const bool mask = PACKED || n0 + BN > Sk || (p.causal && n0 + BN - 1 > m0 + offset);
 #pragma unroll
         for (int nt = 0; nt < NT_S; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 float x = s[nt][e] * scale_log2;
                 if (mask) {
-                    const int col = n0 + nt * 8 + 2 * t + (e & 1);
-                    const int row = row_a + ((e >> 1) << 3);
-                    if (col >= Sk || (p.causal && col > row + offset)) x = -INFINITY;
+                    const Slot &r = slot[e >> 1];
+                    Slot c = {0, n0 + nt * 8 + 2 * t + (e & 1)};
+                    if (PACKED) c = packed_slot(c.pos, Sk);
+                    if (c.head != r.head || c.pos >= Sk || (p.causal && c.pos > r.pos + offset)) x = -INFINITY;
                 }
                 s[nt][e] = x;
             }
@@ -269,33 +323,49 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2) {
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
-        const int row = row_a + 8 * r;
-        if (row >= Sq) continue;
-        T *orow = o + (int64_t)row * p.o_row_stride + 2 * t;
+        const int job = job0 + slot[r].head, row = slot[r].pos;
+        if (row >= Sq || (PACKED && (slot[r].head >= pack || job >= jobs))) continue;
+        T *orow = const_cast<T *>(head_base<T>(p.o, job, p.heads, p.o_batch_stride, p.o_head_stride)) +
+                  (int64_t)row * p.o_row_stride + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < NT_O; ++dt)
             *reinterpret_cast<uint32_t *>(orow + dt * 8) =
                 Mma<T>::pack(acc[dt][2 * r] * inv, acc[dt][2 * r + 1] * inv);
-        if (lse && t == 0)
-            lse[row] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
+        if (p.lse && t == 0)
+            p.lse[(int64_t)job * Sq + row] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
     }
 }
 
-template <typename T, int D>
-int launch(const attn_fwd_params *p, cudaStream_t stream) {
+/* Heads per packed block: as many whole heads as fit one BM x BN tile; 1 means the plain path. */
+template <int D>
+int heads_per_block(int seqlen_q, int seqlen_k) {
+    return min(Config<D>::BM / seqlen_q, Config<D>::BN / seqlen_k);
+}
+
+template <typename T, int D, bool PACKED>
+int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     using C = Config<D>;
+    constexpr int smem = PACKED ? C::SMEM_PACKED : C::SMEM;
     static bool smem_raised = false; /* once per instantiation (and device) */
     if (!smem_raised) {
-        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 C::SMEM) != cudaSuccess)
+        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 smem) != cudaSuccess)
             return kErr;
         smem_raised = true;
     }
-    if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED;
-    const dim3 grid((p->seqlen_q + C::BM - 1) / C::BM, p->heads, p->batch);
+    const int jobs = p->batch * p->heads;
+    const dim3 grid = PACKED ? dim3((jobs + pack - 1) / pack) : dim3((p->seqlen_q + C::BM - 1) / C::BM, p->heads, p->batch);
     const float scale_log2 = p->softmax_scale * 1.4426950408889634f;
-    flash2_fwd_kernel<T, D><<<grid, C::THREADS, C::SMEM, stream>>>(*p, scale_log2);
+    flash2_fwd_kernel<T, D, PACKED><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+}
+
+template <typename T, int D>
+int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
+    const int pack = heads_per_block<D>(p->seqlen_q, p->seqlen_k);
+    if (pack >= 2) return launch<T, D, true>(p, pack, stream);
+    if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
+    return launch<T, D, false>(p, 1, stream);
 }
 
 /* 16-byte loads and the 4-byte stores of O need 16-byte aligned rows. */
@@ -308,6 +378,7 @@ int flash2_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
     if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
+    if ((int64_t)p->batch * p->heads > INT32_MAX) return ATTN_UNSUPPORTED; /* job indices are int */
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
     if (!aligned(p->q, p->q_batch_stride, p->q_head_stride, p->q_row_stride) ||
         !aligned(p->k, p->k_batch_stride, p->k_head_stride, p->k_row_stride) ||
@@ -315,9 +386,8 @@ int flash2_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         !aligned(p->o, p->o_batch_stride, p->o_head_stride, p->o_row_stride))
         return ATTN_UNSUPPORTED;
     const bool bf16 = p->dtype == ATTN_BF16;
-    if (p->head_dim == 64)
-        return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
-    return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
+    if (p->head_dim == 64) return bf16 ? dispatch<__nv_bfloat16, 64>(p, stream) : dispatch<__half, 64>(p, stream);
+    return bf16 ? dispatch<__nv_bfloat16, 128>(p, stream) : dispatch<__half, 128>(p, stream);
 }
 
 } // namespace

@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
-"""CPU emulation of flash2 v1's index math: the kernel's loads, swizzle, ldmatrix, mma.sync
+"""CPU emulation of flash2's index math: the kernel's loads, swizzle, ldmatrix, mma.sync
 fragment layouts (as the PTX ISA documents them), masking and online softmax, lane by lane,
-for one (batch, head), against a float64 reference. It checks the indexing before any GPU
-run; it proves nothing about the hardware. Run: python3 kernels/flash2/emulate_v1.py
-(numpy; about a minute). Keep it in step with flash2.cu when the tiling changes."""
+for the plain path (one (batch, head) per block) and the packed path (several short heads
+per block, block-diagonal mask), against a float64 reference. It checks the indexing before
+any GPU run; it proves nothing about the hardware. Run: python3 kernels/flash2/emulate.py
+(numpy; a few minutes). Keep it in step with flash2.cu when the tiling changes."""
 import numpy as np, math, sys
 BM=64; BN=64; WARPS=4
 
 def swz(D,row,chunk): return row*D + ((chunk ^ (row & 7)) << 3)
 
-def load_tile(tile,D,src,row0,seq,ROWS):
+def load_tile(tile,D,src,row_of,ROWS):
+    # row_of(r) = (job, pos) of tile row r, or None past the data (zero-filled)
     CH=D//8
     for c in range(ROWS*CH):
         row,chunk=divmod(c,CH)
-        off=swz(D,row,chunk)
-        if row0+row<seq: tile[off:off+8]=src[row0+row, chunk*8:chunk*8+8]
+        off=swz(D,row,chunk); at=row_of(row)
+        if at is not None: tile[off:off+8]=src[at[0]][at[1], chunk*8:chunk*8+8]
         else: tile[off:off+8]=0
 
 def ldm(tile,addrs,trans=False):
@@ -41,26 +43,47 @@ def mma(C,A,B0,B1):
         g,t=lane>>2,lane&3
         C[lane][0:2]=d[g,2*t:2*t+2]; C[lane][2:4]=d[g+8,2*t:2*t+2]
 
-def kernel_block(Q,K,V,D,m0,causal,scale,O,LSE):
-    Sq,Sk=Q.shape[0],K.shape[0]; off=Sk-Sq
+def packed_slot(tile_row,per_head): return divmod(tile_row,per_head)  # (head, pos)
+
+def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack):
+    """One block: Q, K, V, O are [jobs][S][D], LSE [jobs][Sq] (job = b * heads + h)."""
+    jobs=len(Q); Sq,Sk=Q.shape[1],K.shape[1]; off=Sk-Sq
     KSTEPS=D//16; NT_S=BN//8; NT_O=D//8
-    nb=(Sk+BN-1)//BN
-    if causal:
+    def q_row(r):
+        job,pos=job0,m0+r
+        if packed:
+            hd,pos=packed_slot(r,Sq); job+=hd
+            if hd>=pack or job>=jobs: return None
+        elif pos>=Sq: return None
+        return (job,pos)
+    def kv_row(key0):
+        def f(c):
+            job,pos=job0,key0+c
+            if packed:
+                hd,pos=packed_slot(c,Sk); job+=hd
+                if hd>=pack or job>=jobs: return None
+            elif pos>=Sk: return None
+            return (job,pos)
+        return f
+    nb=1 if packed else (Sk+BN-1)//BN
+    if not packed and causal:
         last=min(m0+BM-1,Sq-1)+off
         nb=0 if last<0 else min(nb,last//BN+1)
     if nb==0:
-        for r in range(m0,min(m0+BM,Sq)): O[r]=0; LSE[r]=-math.inf
+        for r in range(m0,min(m0+BM,Sq)): O[job0][r]=0; LSE[job0][r]=-math.inf
         return
     sQ=np.zeros(BM*D); sK=[np.zeros(BN*D),np.zeros(BN*D)]; sV=[np.zeros(BN*D),np.zeros(BN*D)]
-    load_tile(sQ,D,Q,m0,Sq,BM); load_tile(sK[0],D,K,0,Sk,BN); load_tile(sV[0],D,V,0,Sk,BN)
+    load_tile(sQ,D,Q,q_row,BM); load_tile(sK[0],D,K,kv_row(0),BN); load_tile(sV[0],D,V,kv_row(0),BN)
     state=[]
     for warp in range(WARPS):
         state.append(dict(acc=[[np.zeros(4) for _ in range(NT_O)] for _ in range(32)],
                           rmax=[[-math.inf,-math.inf] for _ in range(32)], rsum=[[0.0,0.0] for _ in range(32)], qf=None))
+    def slot_of(tile_row):
+        return packed_slot(tile_row,Sq) if packed else (0,m0+tile_row)
     for j in range(nb):
         if j+1<nb:
             s=(j+1)&1
-            load_tile(sK[s],D,K,(j+1)*BN,Sk,BN); load_tile(sV[s],D,V,(j+1)*BN,Sk,BN)
+            load_tile(sK[s],D,K,kv_row((j+1)*BN),BN); load_tile(sV[s],D,V,kv_row((j+1)*BN),BN)
         cK,cV=sK[j&1],sV[j&1]
         for warp in range(WARPS):
             st=state[warp]
@@ -78,15 +101,17 @@ def kernel_block(Q,K,V,D,m0,causal,scale,O,LSE):
                     C=[S[l][nt] for l in range(32)]; mma(C,A,[bk[l][0] for l in range(32)],[bk[l][1] for l in range(32)])
                     C=[S[l][nt+1] for l in range(32)]; mma(C,A,[bk[l][2] for l in range(32)],[bk[l][3] for l in range(32)])
             n0=j*BN
-            mask= n0+BN>Sk or (causal and n0+BN-1>m0+off)
+            mask= packed or n0+BN>Sk or (causal and n0+BN-1>m0+off)
             for l in range(32):
-                g,t=l>>2,l&3; row_a=m0+warp*16+g
+                g,t=l>>2,l&3
                 for nt in range(NT_S):
                     for e in range(4):
                         x=S[l][nt][e]*scale
                         if mask:
-                            col=n0+nt*8+2*t+(e&1); row=row_a+((e>>1)<<3)
-                            if col>=Sk or (causal and col>row+off): x=-math.inf
+                            rh,rp=slot_of(warp*16+g+((e>>1)<<3))
+                            col=n0+nt*8+2*t+(e&1)
+                            ch,cp=packed_slot(col,Sk) if packed else (0,col)
+                            if ch!=rh or cp>=Sk or (causal and cp>rp+off): x=-math.inf
                         S[l][nt][e]=x
             for r in range(2):
                 mx=[max([st['rmax'][l][r]]+[max(S[l][nt][2*r],S[l][nt][2*r+1]) for nt in range(NT_S)]) for l in range(32)]
@@ -116,33 +141,47 @@ def kernel_block(Q,K,V,D,m0,causal,scale,O,LSE):
             ls=[st['rsum'][l][r] for l in range(32)]
             ls=[ls[l]+ls[l^1] for l in range(32)]; ls=[ls[l]+ls[l^2] for l in range(32)]
             for l in range(32):
-                g,t=l>>2,l&3; row=m0+warp*16+g+8*r
-                if row>=Sq: continue
+                g,t=l>>2,l&3
+                hd,row=slot_of(warp*16+g+8*r); job=job0+hd
+                if row>=Sq or (packed and (hd>=pack or job>=jobs)): continue
                 inv=1/ls[l] if ls[l]>0 else 0.0
                 for dt in range(NT_O):
-                    O[row,dt*8+2*t]=st['acc'][l][dt][2*r]*inv; O[row,dt*8+2*t+1]=st['acc'][l][dt][2*r+1]*inv
-                if t==0: LSE[row]=(st['rmax'][l][r]+math.log2(ls[l]))*math.log(2) if ls[l]>0 else -math.inf
+                    O[job][row,dt*8+2*t]=st['acc'][l][dt][2*r]*inv; O[job][row,dt*8+2*t+1]=st['acc'][l][dt][2*r+1]*inv
+                if t==0: LSE[job][row]=(st['rmax'][l][r]+math.log2(ls[l]))*math.log(2) if ls[l]>0 else -math.inf
 
-def run(Sq,Sk,D,causal,seed=0):
+def run(Sq,Sk,D,causal,jobs=1,seed=0):
     rng=np.random.default_rng(seed)
-    Q,K,V=(rng.standard_normal((n,D)).astype(np.float16).astype(np.float64) for n in (Sq,Sk,Sk))
+    Q,K,V=(rng.standard_normal((jobs,n,D)).astype(np.float16).astype(np.float64) for n in (Sq,Sk,Sk))
     sc=1/math.sqrt(D)
-    O=np.full((Sq,D),np.nan); L=np.full(Sq,np.nan)
-    for m0 in range(0,Sq,BM): kernel_block(Q,K,V,D,m0,causal,sc*1.4426950408889634,O,L)
-    S=Q@K.T*sc
-    if causal:
-        for i in range(Sq):
-            S[i,max(0,i+Sk-Sq+1):]=-np.inf  # bottom-right: key j visible iff j <= i + Sk - Sq
-    m=S.max(1,keepdims=True); ok=np.isfinite(m[:,0])
-    P=np.where(ok[:,None],np.exp(S-np.where(ok[:,None],m,0)),0); l=P.sum(1,keepdims=True)
-    R=np.where(ok[:,None],P@V/np.where(l>0,l,1),0); RL=np.where(ok,np.log(np.where(l[:,0]>0,l[:,0],1))+np.where(ok,m[:,0],0),-np.inf)
-    err=np.nanmax(np.abs(O-R)) if not np.isnan(O).any() else float('nan')
-    lerr=np.max(np.abs(np.where(ok,L-RL,0))); empty_ok=np.all(np.isinf(L[~ok])) and np.all(O[~ok]==0)
-    print(f"Sq={Sq} Sk={Sk} D={D} causal={causal}: max|O-R|={err:.2e} max|LSE err|={lerr:.2e} nan={np.isnan(O).sum()} empty_ok={empty_ok}")
+    O=np.full((jobs,Sq,D),np.nan); L=np.full((jobs,Sq),np.nan)
+    pack=min(BM//Sq,BN//Sk)  # as flash2.cu's heads_per_block
+    if pack>=2:
+        for job0 in range(0,jobs,pack): kernel_block(Q,K,V,D,causal,sc*1.4426950408889634,O,L,True,job0,0,pack)
+    else:
+        for job in range(jobs):
+            for m0 in range(0,Sq,BM): kernel_block(Q,K,V,D,causal,sc*1.4426950408889634,O,L,False,job,m0,1)
+    err=lerr=0.0; empty_ok=True
+    for job in range(jobs):
+        S=Q[job]@K[job].T*sc
+        if causal:
+            for i in range(Sq):
+                S[i,max(0,i+Sk-Sq+1):]=-np.inf  # bottom-right: key j visible iff j <= i + Sk - Sq
+        m=S.max(1,keepdims=True); ok=np.isfinite(m[:,0])
+        P=np.where(ok[:,None],np.exp(S-np.where(ok[:,None],m,0)),0); l=P.sum(1,keepdims=True)
+        R=np.where(ok[:,None],P@V[job]/np.where(l>0,l,1),0)
+        RL=np.where(ok,np.log(np.where(l[:,0]>0,l[:,0],1))+np.where(ok,m[:,0],0),-np.inf)
+        err=max(err,np.max(np.abs(O[job]-R)) if not np.isnan(O[job]).any() else float('nan'))
+        lerr=max(lerr,np.max(np.abs(np.where(ok,L[job]-RL,0))))
+        empty_ok&=bool(np.all(np.isinf(L[job][~ok])) and np.all(O[job][~ok]==0))
+    print(f"Sq={Sq} Sk={Sk} D={D} causal={causal} heads={jobs} ({'packed %d per block' % pack if pack>=2 else 'plain'}): "
+          f"max|O-R|={err:.2e} max|LSE err|={lerr:.2e} nan={np.isnan(O).sum()} empty_ok={empty_ok}")
     return err<5e-3 and lerr<1e-3 and empty_ok
 
 ok=True
-for args in [(17,17,64,0),(70,70,64,1),(130,65,64,1),(65,130,128,1),(1,9,64,0),(100,3,64,1),(64,64,128,0)]:
+cases=[(17,17,64,0),(70,70,64,1),(130,65,64,1),(65,130,128,1),(1,9,64,0),(100,3,64,1),(64,64,128,0),
+       # packed: several heads per block, a partial last block, tails, S_q != S_k, rows that see no key
+       (4,4,128,0,20),(4,4,64,1,17),(17,17,64,1,7),(32,32,128,1,3),(1,31,64,0,70),(23,5,64,1,5),(5,23,128,1,4)]
+for args in cases:
     ok&=run(*args)
 print("ALL OK" if ok else "MISMATCH")
 sys.exit(0 if ok else 1)
