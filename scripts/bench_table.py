@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prints a benchmark results file as a Markdown table (one row per test).
+"""Prints a benchmark results file as a Markdown table (one row per test), then where the
+run's wall time went: each phase of attn_benchmark summed over the tests ("phases_s").
 
     scripts/bench_table.py results/<gpu>/<date>-<commit>.json
 """
@@ -32,6 +33,28 @@ def main(path):
     for t in doc["tests"]:
         counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
     print("\n" + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+    print_phases(doc["tests"])
+
+
+def print_phases(tests):
+    """Wall seconds per phase over the run, and the slowest tests, from the tests that
+    recorded them (results written before phases_s existed have none)."""
+    timed = [t for t in tests if t.get("phases_s")]
+    if not timed:
+        return
+    totals = {}
+    for t in timed:
+        for phase, s in t["phases_s"].items():
+            totals[phase] = totals.get(phase, 0.0) + s
+    whole = sum(totals.values())
+    print(f"\nwall time by phase over {len(timed)} tests ({whole:.1f} s in all):\n")
+    print("| phase | seconds | share |")
+    print("| --- | ---: | ---: |")
+    for phase, s in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"| {phase} | {s:.1f} | {100 * s / whole:.0f}% |")
+    print("\nslowest tests: " + ", ".join(
+        f"{t['test']} {sum(t['phases_s'].values()):.1f} s"
+        for t in sorted(timed, key=lambda t: -sum(t["phases_s"].values()))[:5]))
 
 
 if __name__ == "__main__":

@@ -183,6 +183,7 @@ static int positive(const char *opt, const char *s) {
 }
 
 int main(int argc, char **argv) {
+    const double t_main = wall_now();
     const char *dtype = NULL, *mask = NULL;
     static const struct option opts[] = {
         {"name", 1, 0, 'n'}, {"kernel", 1, 0, 'k'}, {"plugin", 1, 0, 'p'}, {"dtype", 1, 0, 't'},
@@ -237,7 +238,8 @@ int main(int argc, char **argv) {
     if (!B.doc) return fprintf(stderr, "attn_benchmark: cannot build JSON\n"), 2;
     phases = json_object();
     json_object_set_new(B.doc, "phases_s", phases);
-    phase_start = wall_now();
+    phase_start = t_main;
+    phase_done("startup"); /* arguments, the tolerance file, the CUDA context */
 
     /* thresholds for this GPU and class, before spending any time */
     struct cudaDeviceProp prop;
