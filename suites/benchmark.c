@@ -27,6 +27,7 @@
 #include "bench_gpu.h"
 #include "cudnn_sdpa.h"
 #include "harness.h"
+#include "launch_trace.h"
 #include "reference.h"
 #include "registry.h"
 #include "results.h"
@@ -154,6 +155,51 @@ static int verify(attn_enqueue_fn fn, void *ctx, char *why, size_t whylen) {
              v.mean_bound, v.rule == ATTN_RULE_MAX || v.rule == ATTN_RULE_MEAN ? "worst" : "first bad",
              i / D / S / H, i / D / S % H, i / D % S, i % D);
     return 1;
+}
+
+/* The kernel failed (an error, or a wrong output): call it once more under CUPTI's API
+ * callbacks, and if it asked for more shared memory per block than this GPU allows, that is
+ * the reason: not supported here, with the numbers. Returns only when it is not that. */
+static void not_supported_if_smem_too_big(const struct cudaDeviceProp *prop) {
+    char why[512];
+    if (attn_requests_begin(why, sizeof why)) return; /* no CUPTI: the plain failure stands */
+    B.kernel->fwd(&B.p, B.stream);
+    cudaStreamSynchronize(B.stream);
+    cudaGetLastError();
+    const int asked = attn_requests_end();
+    if ((size_t)asked > prop->sharedMemPerBlockOptin)
+        finish("not_supported", ATTN_EXIT_SKIP, "not supported on this GPU: the kernel asks for %d bytes of "
+               "shared memory per block; %s allows %zu (sharedMemPerBlockOptin)", asked, prop->name,
+               prop->sharedMemPerBlockOptin);
+}
+
+/* The launches of one call of the kernel (CUPTI activity records), with the occupancy their
+ * registers and shared memory allow, into the fragment and the output. */
+static void record_launches(void) {
+    attn_launch_info l[16];
+    int n = 0;
+    char why[512];
+    int rc = attn_trace_launches(run_kernel, NULL, B.stream, l, 16, &n, why, sizeof why);
+    if (rc) {
+        printf("  launches: not available: %s\n", why);
+        json_object_set_new(B.doc, "launches", json_pack("{s:b, s:s}", "available", 0, "reason", why));
+        return;
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < n && i < 16; i++) {
+        printf("  launch %d: %s grid (%d,%d,%d) block (%d,%d,%d), %d registers, %d + %d B shared, %d B local; "
+               "%d blocks/SM, occupancy %.0f%% (limited by %s)\n", i, l[i].name, l[i].grid[0], l[i].grid[1],
+               l[i].grid[2], l[i].block[0], l[i].block[1], l[i].block[2], l[i].registers, l[i].static_smem,
+               l[i].dynamic_smem, l[i].local_bytes, l[i].blocks_per_sm, 100 * l[i].occupancy, l[i].limited_by);
+        json_array_append_new(arr, json_pack("{s:s, s:[i,i,i], s:[i,i,i], s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:s, s:f}",
+            "name", l[i].name, "grid", l[i].grid[0], l[i].grid[1], l[i].grid[2], "block", l[i].block[0],
+            l[i].block[1], l[i].block[2], "registers", l[i].registers, "static_smem", l[i].static_smem,
+            "dynamic_smem", l[i].dynamic_smem, "local_bytes", l[i].local_bytes, "smem_carveout", l[i].smem_carveout,
+            "blocks_per_sm", l[i].blocks_per_sm, "occupancy", l[i].occupancy, "limited_by", l[i].limited_by,
+            "duration_us", l[i].duration_us));
+    }
+    if (n > 16) printf("  (%d launches in all; the first 16 recorded)\n", n);
+    json_object_set_new(B.doc, "launches", json_pack("{s:b, s:i, s:o}", "available", 1, "count", n, "each", arr));
 }
 
 static json_t *timing_json(const attn_timing *t) {
@@ -294,8 +340,10 @@ int main(int argc, char **argv) {
     if (rc == ATTN_UNSUPPORTED)
         finish("not_supported", ATTN_EXIT_SKIP, "kernel '%s' returned ATTN_UNSUPPORTED", B.kernel_name);
     cudaStreamSynchronize(B.stream);
-    if (verify(run_kernel, NULL, err, sizeof err))
+    if (verify(run_kernel, NULL, err, sizeof err)) {
+        not_supported_if_smem_too_big(&prop);
         finish("fail", 1, "the kernel's output is wrong, so it is not timed: %s", err);
+    }
     phase_done("verify_kernel");
     attn_timing_rules rules = {10, 0.5, 0.005, 1.0, 0.75};
     const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
@@ -329,6 +377,8 @@ int main(int argc, char **argv) {
     }
 
     phase_done("cudnn");
+    record_launches(); /* after the timings: CUPTI stays out of them */
+    phase_done("launches");
 
     /* work, roofline, speedups */
     double flops = 4.0 * batch * heads * (double)B.seqlen * B.seqlen * B.head_dim * (B.causal ? 0.5 : 1.0);

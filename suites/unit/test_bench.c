@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "launch_trace.h"
 #include "results.h"
 #include "stats.h"
 #include "thresholds.h"
@@ -152,8 +153,47 @@ START_TEST(results_never_overwrite) {
 }
 END_TEST
 
+/* The occupancy rules on an H100's limits (cudaDeviceGetAttribute values of sm_90). */
+static const attn_sm_limits h100 = {65536, 233472, 1024, 2048, 32, 32};
+
+START_TEST(occupancy_by_registers) {
+    attn_launch_info i;
+    /* flash2 d128: 128 threads x 182 registers -> 5888 per warp -> 11 warps -> 2 blocks; its
+     * 80 KB of shared memory also allows 2, and registers are the first to bind */
+    attn_occupancy(&h100, 128, 182, 80 * 1024, &i);
+    ck_assert_int_eq(i.blocks_per_sm, 2);
+    ck_assert_str_eq(i.limited_by, "registers");
+    ck_assert_double_eq_tol(i.occupancy, 8.0 / 64, 1e-12);
+    attn_occupancy(&h100, 128, 255, 0, &i); /* 8192 per warp -> 8 warps -> 2 blocks */
+    ck_assert_int_eq(i.blocks_per_sm, 2);
+}
+END_TEST
+
+START_TEST(occupancy_by_shared_memory_threads_blocks) {
+    attn_launch_info i;
+    attn_occupancy(&h100, 128, 64, 100 * 1024, &i); /* 233472 / (102400 + 1024) = 2 */
+    ck_assert_int_eq(i.blocks_per_sm, 2);
+    ck_assert_str_eq(i.limited_by, "shared memory");
+    attn_occupancy(&h100, 1024, 16, 0, &i); /* 2048 threads per SM */
+    ck_assert_int_eq(i.blocks_per_sm, 2);
+    ck_assert_str_eq(i.limited_by, "threads");
+    ck_assert_double_eq_tol(i.occupancy, 1.0, 1e-12);
+    attn_occupancy(&h100, 32, 16, 0, &i); /* 32 blocks per SM at most */
+    ck_assert_int_eq(i.blocks_per_sm, 32);
+    ck_assert_str_eq(i.limited_by, "blocks");
+    ck_assert_double_eq_tol(i.occupancy, 0.5, 1e-12);
+    attn_occupancy(&h100, 128, 32, 233472, &i); /* more than an SM holds: none */
+    ck_assert_int_eq(i.blocks_per_sm, 0);
+    ck_assert_str_eq(i.limited_by, "shared memory");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bench");
+    TCase *oc = tcase_create("occupancy");
+    tcase_add_test(oc, occupancy_by_registers);
+    tcase_add_test(oc, occupancy_by_shared_memory_threads_blocks);
+    suite_add_tcase(s, oc);
     TCase *st = tcase_create("stats");
     tcase_add_test(st, median_min_rsd);
     tcase_add_test(st, bootstrap_ci_brackets_the_median);
