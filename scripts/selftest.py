@@ -19,7 +19,8 @@ import subprocess
 import sys
 
 CHECKS = ["accuracy", "large_inputs", "unwritten", "guard_bands", "determinism", "scale", "layouts", "lse"]
-NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x"}  # a timeout fixture, a speed fixture
+# a timeout fixture, a speed fixture, a resources fixture
+NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big"}
 CONTROLS = {"broken_none"}
 
 

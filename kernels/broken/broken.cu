@@ -43,6 +43,9 @@ enum {
     /* performance fixture: correct output in twice the time; the benchmark thresholds of
      * "simple" must fail it (run it with ATTN_THRESHOLDS_KERNEL=simple) */
     BUG_SLOW_2X,
+    /* resources fixture: asks for more dynamic shared memory per block than the GPU allows;
+     * a benchmark must call it not supported on this GPU, with both numbers */
+    BUG_SMEM_TOO_BIG,
 };
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
@@ -180,6 +183,18 @@ int launch(const attn_fwd_params *p, cudaStream_t stream) {
     const int64_t n_rows = (int64_t)p->batch * p->heads * p->seqlen_q;
     const int64_t n_blocks = (n_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
     if (n_blocks > 0x7fffffff) return kErr;
+    if constexpr (BUG == BUG_SMEM_TOO_BIG) { /* BUG: a config this GPU cannot hold */
+        int dev, optin;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            return kErr;
+        const int want = optin + 1024;
+        if (cudaFuncSetAttribute(broken_fwd_kernel<T, D, BUG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 want) != cudaSuccess)
+            return kErr;
+        broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, want, stream>>>(*p);
+        return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+    }
     broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
     if constexpr (BUG == BUG_SLOW_2X) /* BUG: the same work again */
         broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
@@ -222,6 +237,7 @@ const attn_kernel table[] = {
     { "broken_illegal_address", broken_fwd<BUG_ILLEGAL_ADDRESS> },
     { "broken_hang", broken_fwd<BUG_HANG> },
     { "broken_slow_2x", broken_fwd<BUG_SLOW_2X> },
+    { "broken_smem_too_big", broken_fwd<BUG_SMEM_TOO_BIG> },
 };
 
 } // namespace
