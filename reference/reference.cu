@@ -395,16 +395,30 @@ extern "C" int attn_ref_baseline(attn_reference *r, const attn_fwd_params *p,
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)
         return fail(err, errlen, __LINE__, "attn_ref_baseline: unknown dtype %d", (int)p->dtype);
     const int Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
-    /* (b, h) pairs flatten into one run of "heads" when every tensor's batch stride is
-     * heads x its head stride (contiguous BSHD or BHSD): far fewer GEMM calls. */
+    /* The GEMMs batch over one dimension with one stride per tensor and loop over the other.
+     * (b, h) pairs flatten into one run when every tensor's batch stride is heads x its head
+     * stride (contiguous BHSD); otherwise the larger of batch and heads is batched (BSHD at
+     * S = 4 has 4096 batches of 16 heads: a loop over batches would make the baseline a
+     * measure of 12 288 launches). */
     const int flat = p->q_batch_stride == p->heads * p->q_head_stride &&
                      p->k_batch_stride == p->heads * p->k_head_stride &&
                      p->v_batch_stride == p->heads * p->v_head_stride &&
                      p->o_batch_stride == p->heads * p->o_head_stride;
-    const int64_t B = flat ? 1 : p->batch, H = flat ? (int64_t)p->batch * p->heads : p->heads;
+    const int inner_is_batch = !flat && p->batch > p->heads;
+    const int64_t n_outer = flat ? 1 : inner_is_batch ? p->heads : p->batch;
+    const int64_t n_inner = flat ? (int64_t)p->batch * p->heads : inner_is_batch ? p->batch : p->heads;
+    /* element strides along the batched (inner) and the looped (outer) dimension */
+    const int64_t q_in = inner_is_batch ? p->q_batch_stride : p->q_head_stride;
+    const int64_t k_in = inner_is_batch ? p->k_batch_stride : p->k_head_stride;
+    const int64_t v_in = inner_is_batch ? p->v_batch_stride : p->v_head_stride;
+    const int64_t o_in = inner_is_batch ? p->o_batch_stride : p->o_head_stride;
+    const int64_t q_out = inner_is_batch ? p->q_head_stride : p->q_batch_stride;
+    const int64_t k_out = inner_is_batch ? p->k_head_stride : p->k_batch_stride;
+    const int64_t v_out = inner_is_batch ? p->v_head_stride : p->v_batch_stride;
+    const int64_t o_out = inner_is_batch ? p->o_head_stride : p->o_batch_stride;
     const size_t head_score_bytes = (size_t)Sq * Sk * sizeof(float);
     size_t fit = BASELINE_SCORE_BUDGET_BYTES / head_score_bytes;
-    const int64_t chunk = fit < 1 ? 1 : ((int64_t)fit > H ? H : (int64_t)fit);
+    const int64_t chunk = fit < 1 ? 1 : ((int64_t)fit > n_inner ? n_inner : (int64_t)fit);
     const size_t es = elem_size(p->dtype);
     if (grow(&r->bs, &r->bs_cap, (size_t)chunk * head_score_bytes, err, errlen) ||
         grow(&r->bp, &r->bp_cap, (size_t)chunk * Sq * Sk * es, err, errlen))
@@ -412,21 +426,21 @@ extern "C" int attn_ref_baseline(attn_reference *r, const attn_fwd_params *p,
     CUBLAS_CALL(cublasSetStream, r->blas, stream);
     const cudaDataType_t dt = p->dtype == ATTN_F16 ? CUDA_R_16F : CUDA_R_16BF;
     const float one = 1.0f, zero = 0.0f, scale = p->softmax_scale;
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t h0 = 0; h0 < H; h0 += chunk) {
-            const int nh = (int)(H - h0 < chunk ? H - h0 : chunk);
-            const char *q = (const char *)p->q + (b * p->q_batch_stride + h0 * p->q_head_stride) * es;
-            const char *k = (const char *)p->k + (b * p->k_batch_stride + h0 * p->k_head_stride) * es;
-            const char *v = (const char *)p->v + (b * p->v_batch_stride + h0 * p->v_head_stride) * es;
-            char *o = (char *)p->o + (b * p->o_batch_stride + h0 * p->o_head_stride) * es;
+    for (int64_t a = 0; a < n_outer; a++) {
+        for (int64_t i0 = 0; i0 < n_inner; i0 += chunk) {
+            const int n = (int)(n_inner - i0 < chunk ? n_inner - i0 : chunk);
+            const char *q = (const char *)p->q + (a * q_out + i0 * q_in) * es;
+            const char *k = (const char *)p->k + (a * k_out + i0 * k_in) * es;
+            const char *v = (const char *)p->v + (a * v_out + i0 * v_in) * es;
+            char *o = (char *)p->o + (a * o_out + i0 * o_in) * es;
             /* S^T (col-major Sk x Sq) = K . Q^T, as in attn_ref_forward, on the dtype inputs */
             CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_T, CUBLAS_OP_N,
                         Sk, Sq, D, &scale,
-                        k, dt, (int)p->k_row_stride, (long long)p->k_head_stride,
-                        q, dt, (int)p->q_row_stride, (long long)p->q_head_stride,
+                        k, dt, (int)p->k_row_stride, (long long)k_in,
+                        q, dt, (int)p->q_row_stride, (long long)q_in,
                         &zero, r->bs, CUDA_R_32F, Sk, (long long)Sq * Sk,
-                        nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-            const int64_t rows = (int64_t)nh * Sq;
+                        n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            const int64_t rows = (int64_t)n * Sq;
             if (rows > 0x7fffffff)
                 return fail(err, errlen, __LINE__, "attn_ref_baseline: too many softmax rows");
             if (p->dtype == ATTN_F16)
@@ -439,10 +453,10 @@ extern "C" int attn_ref_baseline(attn_reference *r, const attn_fwd_params *p,
             /* O^T (col-major D x Sq, ld = O's row stride) = V^T . P^T */
             CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_N, CUBLAS_OP_N,
                         D, Sq, Sk, &one,
-                        v, dt, (int)p->v_row_stride, (long long)p->v_head_stride,
+                        v, dt, (int)p->v_row_stride, (long long)v_in,
                         r->bp, dt, Sk, (long long)Sq * Sk,
-                        &zero, o, dt, (int)p->o_row_stride, (long long)p->o_head_stride,
-                        nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                        &zero, o, dt, (int)p->o_row_stride, (long long)o_in,
+                        n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         }
     }
     return 0;

@@ -29,6 +29,8 @@ typedef struct {
 
 typedef struct {
     int samples, dropped_clock, noisy;
+    int held;              /* samples were enqueued behind the stream-holding kernel (below) */
+    double enqueue_ms;     /* the host's time to enqueue one call, least over the warm-up */
     double median_ms, min_ms, ci_lo_ms, ci_hi_ms, rsd;
     double mean_clock_mhz, max_clock_mhz, gpu_time_s;
 } attn_timing;

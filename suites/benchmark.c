@@ -203,10 +203,11 @@ static void record_launches(void) {
 }
 
 static json_t *timing_json(const attn_timing *t) {
-    return json_pack("{s:f, s:f, s:f, s:f, s:i, s:i, s:b, s:f, s:f, s:f}", "median_ms", t->median_ms,
+    return json_pack("{s:f, s:f, s:f, s:f, s:i, s:i, s:b, s:f, s:f, s:f, s:b, s:f}", "median_ms", t->median_ms,
                      "min_ms", t->min_ms, "ci_lo_ms", t->ci_lo_ms, "ci_hi_ms", t->ci_hi_ms,
                      "samples", t->samples, "dropped_for_clock", t->dropped_clock, "noisy", t->noisy,
-                     "rsd", t->rsd, "mean_sm_clock_mhz", t->mean_clock_mhz, "gpu_time_s", t->gpu_time_s);
+                     "rsd", t->rsd, "mean_sm_clock_mhz", t->mean_clock_mhz, "gpu_time_s", t->gpu_time_s,
+                     "held", t->held, "enqueue_ms", t->enqueue_ms);
 }
 
 /* ---- main --------------------------------------------------------------------------- */

@@ -10,6 +10,9 @@
  *               bits: O's own rounding plus P's rounding (relative 2^-(m+1) per weight,
  *               weights summing to 1) carried through V.
  *   rows that see no key: O exactly 0, LSE exactly -inf, in both variants.
+ *   the benchmark's cuBLAS + softmax baseline (attn_ref_baseline, O in the dtype through its
+ *               strides): the low-precision bound, on BSHD with batch < heads and with
+ *               batch > heads and on BHSD, so each of its ways of batching the GEMMs is run.
  * Exit 0 pass, 1 fail, 77 no GPU. */
 #include <check.h>
 #include <math.h>
@@ -27,7 +30,10 @@ static attn_dtype dtype;
 static int head_dim;
 static attn_reference *ref;
 
-enum { BATCH = 2, HEADS = 3 };
+enum { BATCH = 2, HEADS = 3 }; /* the oracle shapes' batch and heads */
+/* (batch, heads, layout) for the baseline: heads batched, batches batched, (b, h) flattened */
+static const int baseline_cases[][3] = {{2, 3, ATTN_LAYOUT_BSHD}, {5, 2, ATTN_LAYOUT_BSHD}, {2, 3, ATTN_LAYOUT_BHSD}};
+enum { N_BASELINE_CASES = sizeof baseline_cases / sizeof baseline_cases[0] };
 static const int shapes[][2] = {{4, 4}, {17, 17}, {65, 65}, {3, 17}, {17, 3}, {1, 9}, {130, 70}};
 enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
 
@@ -37,12 +43,12 @@ enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
         ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));        \
     } while (0)
 
-static void check_shape(int sq, int sk, int causal) {
+static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
     int d = head_dim;
-    attn_strides stq = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, sq, d);
-    attn_strides stk = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, sk, d);
-    size_t nq = (size_t)stq.extent, nk = (size_t)stk.extent, no = (size_t)BATCH * HEADS * sq * d;
-    size_t rows = (size_t)BATCH * HEADS * sq;
+    attn_strides stq = attn_make_strides(layout, batch, heads, sq, d);
+    attn_strides stk = attn_make_strides(layout, batch, heads, sk, d);
+    size_t nq = (size_t)stq.extent, nk = (size_t)stk.extent, no = (size_t)batch * heads * sq * d;
+    size_t rows = (size_t)batch * heads * sq;
     uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nk * 2);
     float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nk * 4); /* BHSD */
     double *xo = malloc(no * 8), *xl = malloc(rows * 8);
@@ -50,7 +56,8 @@ static void check_shape(int sq, int sk, int causal) {
     ck_assert(hq && hk && hv && fq && fk && fv && xo && xl && go && ro && gl);
 
     char name[128];
-    snprintf(name, sizeof name, "reference/%s/d%d/q%dk%d/%d", attn_dtype_name(dtype), d, sq, sk, causal);
+    snprintf(name, sizeof name, "reference/%s/d%d/q%dk%d/%d/b%dh%d/%s", attn_dtype_name(dtype), d, sq, sk,
+             causal, batch, heads, attn_layout_name(layout));
     attn_rng rng;
     attn_rng_init(&rng, attn_seed_from_name(name));
     uint16_t *h16[3] = {hq, hk, hv};
@@ -60,8 +67,8 @@ static void check_shape(int sq, int sk, int causal) {
         int seq = t == 0 ? sq : sk;
         attn_strides *st = t == 0 ? &stq : &stk;
         size_t n = 0;
-        for (int b = 0; b < BATCH; b++)
-            for (int h = 0; h < HEADS; h++)
+        for (int b = 0; b < batch; b++)
+            for (int h = 0; h < heads; h++)
                 for (int s = 0; s < seq; s++)
                     for (int e = 0; e < d; e++) {
                         uint16_t bits = attn_to_dtype(dtype, (float)attn_rng_normal(&rng));
@@ -71,7 +78,7 @@ static void check_shape(int sq, int sk, int causal) {
                     }
     }
     double scale = 1.0 / sqrt((double)d);
-    attn_oracle_forward(BATCH, HEADS, sq, sk, d, causal, (double)(float)scale, fq, fk, fv, xo, xl);
+    attn_oracle_forward(batch, heads, sq, sk, d, causal, (double)(float)scale, fq, fk, fv, xo, xl);
 
     void *dq, *dk, *dv;
     float *dgo, *dro, *dgl;
@@ -85,13 +92,23 @@ static void check_shape(int sq, int sk, int causal) {
     CK_CUDA(cudaMemcpy(dk, hk, nk * 2, cudaMemcpyHostToDevice));
     CK_CUDA(cudaMemcpy(dv, hv, nk * 2, cudaMemcpyHostToDevice));
     attn_fwd_params p = {
-        .dtype = dtype, .batch = BATCH, .heads = HEADS, .seqlen_q = sq, .seqlen_k = sk,
+        .dtype = dtype, .batch = batch, .heads = heads, .seqlen_q = sq, .seqlen_k = sk,
         .head_dim = d, .causal = causal, .softmax_scale = (float)scale, .q = dq, .k = dk, .v = dv,
         .q_batch_stride = stq.batch, .q_head_stride = stq.head, .q_row_stride = stq.row,
         .k_batch_stride = stk.batch, .k_head_stride = stk.head, .k_row_stride = stk.row,
         .v_batch_stride = stk.batch, .v_head_stride = stk.head, .v_row_stride = stk.row,
     };
     char err[1024];
+    /* the baseline first, into O (the dtype, through Q's strides) */
+    void *dbo;
+    uint16_t *bo = malloc(nq * 2);
+    ck_assert(bo);
+    CK_CUDA(cudaMalloc(&dbo, nq * 2));
+    CK_CUDA(cudaMemset(dbo, 0xff, nq * 2)); /* NaN-poisoned: every element must be written */
+    p.o = dbo, p.o_batch_stride = stq.batch, p.o_head_stride = stq.head, p.o_row_stride = stq.row;
+    ck_assert_msg(!attn_ref_baseline(ref, &p, 0, err, sizeof err), "%s", err);
+    CK_CUDA(cudaDeviceSynchronize());
+    CK_CUDA(cudaMemcpy(bo, dbo, nq * 2, cudaMemcpyDeviceToHost));
     ck_assert_msg(!attn_ref_forward(ref, &p, ATTN_REF_GOLDEN, dgo, dgl, 0, err, sizeof err), "%s", err);
     ck_assert_msg(!attn_ref_forward(ref, &p, ATTN_REF_LOWP, dro, NULL, 0, err, sizeof err), "%s", err);
     CK_CUDA(cudaDeviceSynchronize());
@@ -118,6 +135,22 @@ static void check_shape(int sq, int sk, int causal) {
                   name, gerr, gbound, gworst, go[gworst], xo[gworst]);
     ck_assert_msg(rerr <= rbound, "%s: low-precision O off the oracle: max err %.3g > %.3g at %zu (R=%.8g X=%.8g)",
                   name, rerr, rbound, rworst, ro[rworst], xo[rworst]);
+    double berr = 0;
+    size_t bworst = 0;
+    float bval = 0;
+    for (int b = 0; b < batch; b++)
+        for (int h = 0; h < heads; h++)
+            for (int s = 0; s < sq; s++)
+                for (int e = 0; e < d; e++) {
+                    size_t i = (((size_t)b * heads + h) * sq + s) * d + e; /* the oracle's BHSD index */
+                    float o = attn_from_dtype(dtype, bo[attn_offset(&stq, b, h, s, e)]);
+                    double eb = fabs(o - xo[i]);
+                    if (!(eb <= berr)) berr = eb, bworst = i, bval = o;
+                }
+    ck_assert_msg(berr <= rbound, "%s: the baseline's O off the oracle: max err %.3g > %.3g at %zu (O=%.8g X=%.8g)",
+                  name, berr, rbound, bworst, bval, xo[bworst]);
+    cudaFree(dbo);
+    free(bo);
     for (size_t r = 0; r < rows; r++) {
         if (isinf(xl[r])) {
             ck_assert_msg(isinf(gl[r]) && gl[r] < 0, "%s: row %zu sees no key, LSE %g (want -inf)", name, r, gl[r]);
@@ -132,9 +165,16 @@ static void check_shape(int sq, int sk, int causal) {
     free(go), free(ro), free(gl);
 }
 
-START_TEST(full) { check_shape(shapes[_i][0], shapes[_i][1], 0); }
+START_TEST(full) { check_shape(shapes[_i][0], shapes[_i][1], 0, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
 END_TEST
-START_TEST(causal) { check_shape(shapes[_i][0], shapes[_i][1], 1); }
+START_TEST(causal) { check_shape(shapes[_i][0], shapes[_i][1], 1, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
+END_TEST
+/* each way the baseline batches its GEMMs, on a tail shape, causal with S_q > S_k */
+START_TEST(baseline_batching) {
+    const int *c = baseline_cases[_i];
+    check_shape(17, 17, 0, c[0], c[1], (attn_layout)c[2]);
+    check_shape(130, 70, 1, c[0], c[1], (attn_layout)c[2]);
+}
 END_TEST
 
 int main(int argc, char **argv) {
@@ -156,6 +196,7 @@ int main(int argc, char **argv) {
     TCase *tc = tcase_create("oracle");
     tcase_add_loop_test(tc, full, 0, N_SHAPES);
     tcase_add_loop_test(tc, causal, 0, N_SHAPES);
+    tcase_add_loop_test(tc, baseline_batching, 0, N_BASELINE_CASES);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
