@@ -115,7 +115,7 @@ __device__ __forceinline__ void load_tile(T *tile, const T *any, RowPtr row_ptr)
 
 /* Which (batch, head) a block's tile row belongs to, and which row of that head. Plain
  * blocks hold BM query rows of one (batch, head) and walk its keys in tiles of BN. Packed
- * blocks (S_q, S_k <= 32: see flash2_fwd) hold `pack` whole heads side by side, head i of
+ * blocks (S_q, S_k <= 32: see heads_per_block) hold `pack` whole heads side by side, head i of
  * the block at tile rows [i S_q, (i + 1) S_q) and tile keys [i S_k, (i + 1) S_k), in one KV
  * tile under a block-diagonal mask: a short sequence fills a tile instead of a sixteenth of
  * one. */
