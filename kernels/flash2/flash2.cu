@@ -30,8 +30,11 @@ struct Config {
     static constexpr int CHUNKS = D / 8;   /* 16-byte chunks per row */
     static constexpr int SMEM_Q = BM * D * 2;
     static constexpr int SMEM_KV = BN * D * 2; /* one K or V tile */
-    static constexpr int SMEM = SMEM_Q + 2 * STAGES * SMEM_KV;
-    static constexpr int SMEM_PACKED = SMEM_Q + 2 * SMEM_KV; /* one KV tile, one stage */
+    /* K and V stages: packed blocks (S_q, S_k <= 32) need one KV tile, hence one stage.
+     * The kernel's shared-memory layout and the launch's byte count both come from here. */
+    __host__ __device__ static constexpr int kv_stages(bool packed) { return packed ? 1 : STAGES; }
+    __host__ __device__ static constexpr int smem_bytes(bool packed) { return SMEM_Q + 2 * kv_stages(packed) * SMEM_KV; }
+    static constexpr int SMEM = smem_bytes(false);
     static_assert(BM == 16 * WARPS, "one m16 row tile per warp");
     static_assert(D % 16 == 0 && BN % 16 == 0, "whole k16 steps");
     static_assert(CHUNKS >= 8, "the XOR swizzle spans 8 chunks per row");
@@ -144,8 +147,8 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     constexpr int NT_O = D / 8;     /* n8 tiles of O */
     extern __shared__ __align__(128) unsigned char smem[];
     T *sQ = reinterpret_cast<T *>(smem);
-    T *sK = reinterpret_cast<T *>(smem + C::SMEM_Q); /* [STAGES][BN][D] (packed: one stage) */
-    T *sV = sK + C::STAGES * BN * D;                 /* [STAGES][BN][D] */
+    T *sK = reinterpret_cast<T *>(smem + C::SMEM_Q); /* [kv_stages][BN][D] */
+    T *sV = sK + C::kv_stages(PACKED) * BN * D;      /* [kv_stages][BN][D] */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3; /* mma fragment row group and column pair */
@@ -345,7 +348,7 @@ int heads_per_block(int seqlen_q, int seqlen_k) {
 template <typename T, int D, bool PACKED>
 int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     using C = Config<D>;
-    constexpr int smem = PACKED ? C::SMEM_PACKED : C::SMEM;
+    constexpr int smem = C::smem_bytes(PACKED);
     static bool smem_raised = false; /* once per instantiation (and device) */
     if (!smem_raised) {
         if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
