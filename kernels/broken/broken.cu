@@ -87,7 +87,6 @@ broken_fwd_kernel(const attn_fwd_params p) {
     const T *q = (const T *)p.q + bi * p.q_batch_stride + hi * p.q_head_stride + i * p.q_row_stride;
     const T *k = (const T *)p.k + bi * p.k_batch_stride + hi * p.k_head_stride;
     const T *v = (const T *)p.v + bi * p.v_batch_stride + hi * p.v_head_stride;
-    T *o = (T *)p.o + b * p.o_batch_stride + h * p.o_head_stride + i * p.o_row_stride;
 
     /* Visible keys are 0 .. n_keys-1; correct: key j visible iff j <= i + seqlen_k - seqlen_q. */
     int64_t n_keys = active ? p.seqlen_k : 0;
@@ -102,7 +101,6 @@ broken_fwd_kernel(const attn_fwd_params p) {
         const int64_t whole = (int64_t)(p.seqlen_k / 64) * 64;
         if (p.seqlen_k % 64 && n_keys > whole) n_keys = whole;
     }
-    if constexpr (BUG == BUG_ILLEGAL_ADDRESS) o += (int64_t)1 << 40; /* BUG: 2 TB past O */
     if constexpr (BUG == BUG_HANG) {
         while (p.seqlen_k > 0) __nanosleep(1u << 20); /* BUG: spins until the process is killed */
     }
@@ -160,6 +158,7 @@ broken_fwd_kernel(const attn_fwd_params p) {
         const int64_t sbh = src_row / p.seqlen_q;
         T *so = (T *)p.o + (sbh / p.heads) * p.o_batch_stride + (sbh % p.heads) * p.o_head_stride +
                 si * p.o_row_stride;
+        if constexpr (BUG == BUG_ILLEGAL_ADDRESS) so += (int64_t)1 << 40; /* BUG: 2 TB past O */
         const bool skip = BUG == BUG_TAIL_ROWS_UNWRITTEN && p.seqlen_q % 64 &&
                           si >= (p.seqlen_q / 64) * 64; /* BUG: the partial query tile */
         if (!skip) {

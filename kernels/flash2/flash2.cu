@@ -26,6 +26,8 @@ struct Config {
     static constexpr int BN = 64;          /* keys per KV tile */
     static constexpr int WARPS = 4;        /* 16 query rows each */
     static constexpr int THREADS = WARPS * 32;
+    /* resident blocks per SM asked of ptxas: it caps registers at 64 K / (THREADS x this) */
+    static constexpr int MIN_BLOCKS = D == 64 ? 3 : 2;
     static constexpr int STAGES = 2;       /* K and V tiles double-buffered */
     static constexpr int CHUNKS = D / 8;   /* 16-byte chunks per row */
     static constexpr int SMEM_Q = BM * D * 2;
@@ -116,6 +118,26 @@ __device__ __forceinline__ void load_tile(T *tile, const T *any, RowPtr row_ptr)
     }
 }
 
+/* The plain path's loader: ROWS consecutive rows of one head, from `first` (row 0 of the tile)
+ * on, rows at or past `valid_rows` zero-filled. Each thread always copies the same 16-byte
+ * chunk of rows r, r + RSTEP, ...; RSTEP is a multiple of 8, so the swizzle (row & 7) is the
+ * same for all of them: the addresses are a base plus a constant step, with no per-row index
+ * math (v2 spent a quarter of its instructions on an integer division per chunk). */
+template <typename T, int D, int ROWS, int THREADS>
+__device__ __forceinline__ void load_rows(T *tile, const T *first, int64_t row_stride, int valid_rows) {
+    constexpr int CHUNKS = D / 8, RSTEP = THREADS / CHUNKS;
+    static_assert(THREADS % CHUNKS == 0 && RSTEP % 8 == 0 && ROWS % RSTEP == 0, "constant swizzle per thread");
+    const int chunk = threadIdx.x % CHUNKS, r = threadIdx.x / CHUNKS;
+    const uint32_t dst = smem_addr(tile + swz<D>(r, chunk));
+    const T *src = first + (int64_t)r * row_stride + chunk * 8;
+    const int64_t step = (int64_t)RSTEP * row_stride;
+#pragma unroll
+    for (int i = 0; i < ROWS / RSTEP; ++i) {
+        const bool valid = r + i * RSTEP < valid_rows;
+        cp_async16(dst + i * RSTEP * D * (int)sizeof(T), valid ? src + i * step : first, valid);
+    }
+}
+
 /* Which (batch, head) a block's tile row belongs to, and which row of that head. Plain
  * blocks hold BM query rows of one (batch, head) and walk its keys in tiles of BN. Packed
  * blocks (S_q, S_k <= 32: see heads_per_block) hold `pack` whole heads side by side, head i of
@@ -138,7 +160,7 @@ __device__ __forceinline__ const T *head_base(const void *base, int job, int hea
 }
 
 template <typename T, int D, bool PACKED>
-__global__ void __launch_bounds__(Config<D>::THREADS)
+__global__ void __launch_bounds__(Config<D>::THREADS, Config<D>::MIN_BLOCKS)
 flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pack) {
     using C = Config<D>;
     constexpr int BM = C::BM, BN = C::BN;
@@ -183,13 +205,23 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         }
         return head_base<T>(base, job, p.heads, bs, hs) + (int64_t)pos * rs;
     };
+    /* plain: the block's (batch, head) bases, once */
+    const T *k_head = head_base<T>(p.k, job0, p.heads, p.k_batch_stride, p.k_head_stride);
+    const T *v_head = head_base<T>(p.v, job0, p.heads, p.v_batch_stride, p.v_head_stride);
     auto load_kv = [&](int stage, int key0) {
-        load_tile<T, D, BN, C::THREADS>(sK + stage * BN * D, static_cast<const T *>(p.k), [&](int c) {
-            return kv_row(p.k, p.k_batch_stride, p.k_head_stride, p.k_row_stride, key0, c);
-        });
-        load_tile<T, D, BN, C::THREADS>(sV + stage * BN * D, static_cast<const T *>(p.v), [&](int c) {
-            return kv_row(p.v, p.v_batch_stride, p.v_head_stride, p.v_row_stride, key0, c);
-        });
+        if constexpr (PACKED) {
+            load_tile<T, D, BN, C::THREADS>(sK + stage * BN * D, static_cast<const T *>(p.k), [&](int c) {
+                return kv_row(p.k, p.k_batch_stride, p.k_head_stride, p.k_row_stride, key0, c);
+            });
+            load_tile<T, D, BN, C::THREADS>(sV + stage * BN * D, static_cast<const T *>(p.v), [&](int c) {
+                return kv_row(p.v, p.v_batch_stride, p.v_head_stride, p.v_row_stride, key0, c);
+            });
+        } else {
+            load_rows<T, D, BN, C::THREADS>(sK + stage * BN * D, k_head + (int64_t)key0 * p.k_row_stride,
+                                            p.k_row_stride, Sk - key0);
+            load_rows<T, D, BN, C::THREADS>(sV + stage * BN * D, v_head + (int64_t)key0 * p.v_row_stride,
+                                            p.v_row_stride, Sk - key0);
+        }
     };
 
     /* KV tiles this block needs: packed, one; causal stops at the last key its last row sees */
@@ -211,7 +243,12 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         return;
     }
 
-    load_tile<T, D, BM, C::THREADS>(sQ, static_cast<const T *>(p.q), q_row);
+    if constexpr (PACKED)
+        load_tile<T, D, BM, C::THREADS>(sQ, static_cast<const T *>(p.q), q_row);
+    else
+        load_rows<T, D, BM, C::THREADS>(
+            sQ, head_base<T>(p.q, job0, p.heads, p.q_batch_stride, p.q_head_stride) + (int64_t)m0 * p.q_row_stride,
+            p.q_row_stride, Sq - m0);
     load_kv(0, 0);
     cp_async_commit();
 
@@ -226,6 +263,13 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     Slot slot[2] = {{0, row_a}, {0, row_a + 8}};
     if (PACKED) slot[0] = packed_slot(tile_row, Sq), slot[1] = packed_slot(tile_row + 8, Sq);
 
+    /* ldmatrix lanes: K's x4 reads keys (lane & 7) + 8 (lane >> 4) at chunk 2 kk + ((lane >> 3) & 1);
+     * V's .trans x4 reads keys (lane & 7) + 8 ((lane >> 3) & 1) at chunk dt + (lane >> 4). Every
+     * row a lane reads is = lane (mod 8), so its swizzle XOR is always l7 = lane & 7. */
+    const uint32_t l7 = lane & 7, k_hi = (lane >> 3) & 1, v_hi = lane >> 4;
+    const uint32_t sK_lane = smem_addr(sK + ((lane & 7) + ((lane >> 4) << 3)) * D);
+    const uint32_t sV_lane = smem_addr(sV + ((lane & 7) + (((lane >> 3) & 1) << 3)) * D);
+
     for (int j = 0; j < n_blocks; ++j) {
         cp_async_wait_all();
         __syncthreads(); /* tile j is in; every warp is done with tile j - 1's stage */
@@ -238,7 +282,9 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
                 ldmatrix_x4(qf[kk], smem_addr(sQ + swz<D>(row, 2 * kk + (lane >> 4))));
             }
         }
-        const T *cK = sK + (j & 1) * BN * D, *cV = sV + (j & 1) * BN * D;
+        /* this lane's ldmatrix row in the stage's K and V tiles (its chunk's swizzle is l7) */
+        const uint32_t cK_lane = sK_lane + (j & 1) * (BN * D * sizeof(T));
+        const uint32_t cV_lane = sV_lane + (j & 1) * (BN * D * sizeof(T));
 
         /* S = Q.K^T for this warp's 16 rows and the tile's BN keys */
         float s[NT_S][4];
@@ -249,8 +295,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
 #pragma unroll
             for (int nt = 0; nt < NT_S; nt += 2) {
                 uint32_t bk[4];
-                const int key = nt * 8 + (lane & 7) + ((lane >> 4) << 3);
-                ldmatrix_x4(bk, smem_addr(cK + swz<D>(key, 2 * kk + ((lane >> 3) & 1))));
+                ldmatrix_x4(bk, cK_lane + (uint32_t)(nt * 8 * D * sizeof(T)) + ((((2 * kk) | k_hi) ^ l7) << 4));
                 Mma<T>::run(s[nt], qf[kk], bk[0], bk[1]);
                 Mma<T>::run(s[nt + 1], qf[kk], bk[2], bk[3]);
             }
@@ -311,8 +356,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
 #pragma unroll
             for (int dt = 0; dt < NT_O; dt += 2) {
                 uint32_t bv[4];
-                const int key = kb * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-                ldmatrix_x4_trans(bv, smem_addr(cV + swz<D>(key, dt + (lane >> 4))));
+                ldmatrix_x4_trans(bv, cV_lane + (uint32_t)(kb * 16 * D * sizeof(T)) + (((dt | v_hi) ^ l7) << 4));
                 Mma<T>::run(acc[dt], a, bv[0], bv[1]);
                 Mma<T>::run(acc[dt + 1], a, bv[2], bv[3]);
             }
