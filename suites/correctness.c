@@ -162,6 +162,12 @@ static int run_setup(run *x, const run_spec *spec) {
     CUDA_TRY(cudaMalloc((void **)&x->dg, x->o_elems * 4));
     CUDA_TRY(cudaMalloc((void **)&x->dr, x->o_elems * 4));
     CUDA_TRY(cudaMalloc((void **)&x->dlg, x->rows * 4));
+    /* NaN until the reference writes them: a reference gap shows as NaN, and compute-sanitizer's
+     * initcheck, which sanitize.sh filters to the kernel under test and so never sees the
+     * reference's own kernels write, finds these buffers initialized when they are copied back */
+    CUDA_TRY(cudaMemset(x->dg, 0xff, x->o_elems * 4));
+    CUDA_TRY(cudaMemset(x->dr, 0xff, x->o_elems * 4));
+    CUDA_TRY(cudaMemset(x->dlg, 0xff, x->rows * 4));
 
     attn_fwd_params *p = &x->p;
     p->dtype = cfg.dtype;

@@ -50,6 +50,16 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+/* 2^x by the SFU alone (ex2.approx.ftz: relative error ~2^-22, 2^-inf = 0). exp2f adds a range
+ * fix-up for results under 2^-126 (2 FMUL, a compare and a select per call) that P does not
+ * need: every row holds a term 2^0 = 1, so flushing terms under 2^-126 to 0 is far below
+ * rounding. */
+__device__ __forceinline__ float exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* 16 bytes global -> shared; with valid == false nothing is read and zeros are written. */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
@@ -129,12 +139,18 @@ __device__ __forceinline__ void load_rows(T *tile, const T *first, int64_t row_s
     static_assert(THREADS % CHUNKS == 0 && RSTEP % 8 == 0 && ROWS % RSTEP == 0, "constant swizzle per thread");
     const int chunk = threadIdx.x % CHUNKS, r = threadIdx.x / CHUNKS;
     const uint32_t dst = smem_addr(tile + swz<D>(r, chunk));
-    const T *src = first + (int64_t)r * row_stride + chunk * 8;
-    const int64_t step = (int64_t)RSTEP * row_stride;
+    const char *src = reinterpret_cast<const char *>(first + (int64_t)r * row_stride + chunk * 8);
+    const int64_t step = (int64_t)RSTEP * row_stride * (int64_t)sizeof(T);
+    if (valid_rows >= ROWS) { /* every tile but a tail: no per-row checks */
 #pragma unroll
-    for (int i = 0; i < ROWS / RSTEP; ++i) {
-        const bool valid = r + i * RSTEP < valid_rows;
-        cp_async16(dst + i * RSTEP * D * (int)sizeof(T), valid ? src + i * step : first, valid);
+        for (int i = 0; i < ROWS / RSTEP; ++i, src += step)
+            cp_async16(dst + i * RSTEP * D * (int)sizeof(T), src, true);
+    } else {
+#pragma unroll
+        for (int i = 0; i < ROWS / RSTEP; ++i, src += step) {
+            const bool valid = r + i * RSTEP < valid_rows;
+            cp_async16(dst + i * RSTEP * D * (int)sizeof(T), valid ? src : reinterpret_cast<const char *>(first), valid);
+        }
     }
 }
 
@@ -305,19 +321,24 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
          * (plain: only tiles that cross either need it), and packed, keys of other heads */
         const int n0 = j * BN;
         const bool mask = PACKED || n0 + BN > Sk || (p.causal && n0 + BN - 1 > m0 + offset);
+        if (mask) { /* a branch, not per-element selects: most tiles need no mask (v3 paid ~150
+                     * instructions per tile computing masks it then discarded) */
 #pragma unroll
-        for (int nt = 0; nt < NT_S; ++nt) {
+            for (int nt = 0; nt < NT_S; ++nt) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float x = s[nt][e] * scale_log2;
-                if (mask) {
+                for (int e = 0; e < 4; ++e) {
                     const Slot &r = slot[e >> 1];
                     Slot c = {0, n0 + nt * 8 + 2 * t + (e & 1)};
                     if (PACKED) c = packed_slot(c.pos, Sk);
-                    if (c.head != r.head || c.pos >= Sk || (p.causal && c.pos > r.pos + offset)) x = -INFINITY;
+                    const bool hidden = c.head != r.head || c.pos >= Sk || (p.causal && c.pos > r.pos + offset);
+                    s[nt][e] = hidden ? -INFINITY : s[nt][e] * scale_log2;
                 }
-                s[nt][e] = x;
             }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[nt][e] *= scale_log2;
         }
 
         /* online softmax: one rescale of O per tile */
@@ -329,13 +350,13 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float base = mx == -INFINITY ? 0.0f : mx; /* a row that sees nothing yet */
-            const float corr = exp2f(row_max[r] - base);
+            const float corr = exp2_approx(row_max[r] - base);
             row_max[r] = mx;
             float sum = 0.0f;
 #pragma unroll
             for (int nt = 0; nt < NT_S; ++nt) {
-                s[nt][2 * r] = exp2f(s[nt][2 * r] - base);
-                s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - base);
+                s[nt][2 * r] = exp2_approx(s[nt][2 * r] - base);
+                s[nt][2 * r + 1] = exp2_approx(s[nt][2 * r + 1] - base);
                 sum += s[nt][2 * r] + s[nt][2 * r + 1];
             }
             row_sum[r] = row_sum[r] * corr + sum;
