@@ -86,11 +86,17 @@ static int handler(void *user, const char *section, const char *key, const char 
         goto unknown;
     }
     if (strcmp(section, c->last_section) || !c->cls) { /* a new class section */
-        if (t->nclasses == ATTN_MAX_CLASSES) {
-            snprintf(c->why, c->whylen, "more than %d class sections", ATTN_MAX_CLASSES);
-            return 0;
+        if (t->nclasses == t->capacity) {
+            int cap = t->capacity ? 2 * t->capacity : 64;
+            attn_threshold_class *grown = realloc(t->classes, (size_t)cap * sizeof *grown);
+            if (!grown) {
+                snprintf(c->why, c->whylen, "out of memory at %d class sections", t->nclasses);
+                return 0;
+            }
+            t->classes = grown, t->capacity = cap;
         }
         c->cls = &t->classes[t->nclasses++];
+        memset(c->cls, 0, sizeof *c->cls);
         snprintf(c->last_section, sizeof c->last_section, "%s", section);
         if (!parse_class(c, section, c->cls)) return 0;
     }
@@ -111,7 +117,12 @@ unknown:
     return 0;
 }
 
-int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t errlen) {
+void attn_thresholds_free(attn_thresholds *t) {
+    free(t->classes);
+    t->classes = NULL, t->nclasses = t->capacity = 0;
+}
+
+static int load(const char *path, attn_thresholds *t, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     snprintf(t->path, sizeof t->path, "%s", path);
     char why[512] = "";
@@ -148,6 +159,12 @@ int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t
         }
     }
     return 0;
+}
+
+int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t errlen) {
+    int rc = load(path, t, err, errlen);
+    if (rc) attn_thresholds_free(t); /* nothing half-loaded */
+    return rc;
 }
 
 const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,

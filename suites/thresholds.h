@@ -6,8 +6,6 @@
 #include <stddef.h>
 #include "attn_abi.h"
 
-#define ATTN_MAX_CLASSES 64
-
 typedef struct {
     char kernel[64];
     int dtype;                 /* attn_dtype, or -1 for any */
@@ -25,8 +23,8 @@ typedef struct {
     char path[512];
     char gpu_name[256];
     double fp16_tflops, bf16_tflops, bandwidth_gbs;
-    int nclasses;
-    attn_threshold_class classes[ATTN_MAX_CLASSES];
+    int nclasses, capacity;
+    attn_threshold_class *classes; /* grown as sections come; attn_thresholds_free */
 } attn_thresholds;
 
 /* "NVIDIA H100 80GB HBM3" -> "nvidia_h100_80gb_hbm3" */
@@ -36,6 +34,7 @@ void attn_gpu_slug(const char *name, char *out, size_t outlen);
  * error, not a zero); each class needs min_speedup_reference and min_roofline. Returns 0,
  * or non-zero with "path:line: what was expected" in err. */
 int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t errlen);
+void attn_thresholds_free(attn_thresholds *t);
 
 /* The first class (in file order) that covers the case, or NULL. */
 const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,

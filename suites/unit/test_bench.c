@@ -1,5 +1,6 @@
 /* Benchmark host logic: statistics and the thresholds file. */
 #include "unit.h"
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,15 +119,50 @@ START_TEST(unknown_key) {
 }
 END_TEST
 
+/* Every thresholds file in the repository loads, and names the GPU its file name says: a
+ * file the benchmarks cannot read fails here, in CI, not on the GPU machine. */
 START_TEST(shipped_files_load) {
     const char *dir = getenv("ATTN_THRESHOLDS_DIR");
     ck_assert_msg(dir != NULL, "ATTN_THRESHOLDS_DIR is not set (run through ctest)");
-    char p[1024], err[1024];
-    snprintf(p, sizeof p, "%s/nvidia_h100_80gb_hbm3.ini", dir);
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s", dir);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, ".ini") || !strcmp(e->d_name, "tolerance.ini")) continue;
+        char p[1024], err[1024], slug[256];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        attn_thresholds t;
+        ck_assert_msg(attn_thresholds_load(p, &t, err, sizeof err) == 0, "%s", err);
+        attn_gpu_slug(t.gpu_name, slug, sizeof slug);
+        ck_assert_msg(strlen(slug) == n - 4 && !strncmp(slug, e->d_name, n - 4), "%s names GPU '%s'", p, t.gpu_name);
+        ck_assert_int_ge(t.nclasses, 1);
+        attn_thresholds_free(&t);
+        files++;
+    }
+    closedir(d);
+    ck_assert_int_ge(files, 1);
+}
+END_TEST
+
+/* More class sections than the first allocation holds (64): all kept, in file order. */
+START_TEST(many_classes) {
+    size_t cap = 200 * 96 + 256, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)snprintf(text + len, cap - len, "%s", HEAD);
+    for (int i = 1; i <= 200; i++)
+        len += (size_t)snprintf(text + len, cap - len, "[k * * * %d-%d]\nmin_speedup_reference = %d\nmin_roofline = 0.5\n", i, i, i);
     attn_thresholds t;
-    ck_assert_msg(attn_thresholds_load(p, &t, err, sizeof err) == 0, "%s", err);
-    ck_assert_str_eq(t.gpu_name, "NVIDIA H100 80GB HBM3");
-    ck_assert_int_ge(t.nclasses, 1);
+    char err[512];
+    ck_assert_msg(attn_thresholds_load(write_file(text), &t, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    free(text);
+    ck_assert_int_eq(t.nclasses, 200);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_F16, 64, 0, 150);
+    ck_assert_ptr_nonnull(k);
+    ck_assert_double_eq(k->min_speedup_reference, 150);
+    ck_assert(isnan(k->min_speedup_cudnn));
+    attn_thresholds_free(&t);
 }
 END_TEST
 
@@ -208,6 +244,7 @@ int main(void) {
     tcase_add_test(th, roofline_above_one);
     tcase_add_test(th, unknown_key);
     tcase_add_test(th, shipped_files_load);
+    tcase_add_test(th, many_classes);
     tcase_add_test(th, results_never_overwrite);
     suite_add_tcase(s, th);
     return attn_unit_run(s);
