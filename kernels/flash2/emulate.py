@@ -177,7 +177,28 @@ def run(Sq,Sk,D,causal,jobs=1,seed=0):
           f"max|O-R|={err:.2e} max|LSE err|={lerr:.2e} nan={np.isnan(O).sum()} empty_ok={empty_ok}")
     return err<5e-3 and lerr<1e-3 and empty_ok
 
-ok=True
+def hoisted_addresses_match():
+    # v3's kernel computes these addresses without swz(): per-thread constant chunk and swizzle
+    # in load_rows, and ldmatrix lane rows whose XOR is always lane & 7. Same bytes as swz().
+    for D in (64,128):
+        CH=D//8; RS=128//CH
+        for tid in range(128):
+            chunk,r=tid%CH,tid//CH
+            for i in range(64//RS):
+                if 2*swz(D,r+i*RS,chunk)!=2*swz(D,r,chunk)+i*RS*D*2: return False
+        for l in range(32):
+            l7,k_hi,v_hi=l&7,(l>>3)&1,l>>4
+            sK=((l&7)+((l>>4)<<3))*D*2; sV=((l&7)+(((l>>3)&1)<<3))*D*2
+            for kk in range(D//16):
+                for nt in range(0,BN//8,2):
+                    if 2*swz(D,nt*8+(l&7)+((l>>4)<<3),2*kk+k_hi)!=sK+nt*8*D*2+((((2*kk)|k_hi)^l7)<<4): return False
+            for kb in range(BN//16):
+                for dt in range(0,D//8,2):
+                    if 2*swz(D,kb*16+(l&7)+(((l>>3)&1)<<3),dt+v_hi)!=sV+kb*16*D*2+(((dt|v_hi)^l7)<<4): return False
+    return True
+
+ok=hoisted_addresses_match()
+print("hoisted addresses (load_rows, ldmatrix lanes) match swz:", ok)
 cases=[(17,17,64,0),(70,70,64,1),(130,65,64,1),(65,130,128,1),(1,9,64,0),(100,3,64,1),(64,64,128,0),
        # packed: several heads per block, a partial last block, tails, S_q != S_k, rows that see no key
        (4,4,128,0,20),(4,4,64,1,17),(17,17,64,1,7),(32,32,128,1,3),(1,31,64,0,70),(23,5,64,1,5),(5,23,128,1,4)]
