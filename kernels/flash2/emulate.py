@@ -45,8 +45,16 @@ def mma(C,A,B0,B1):
 
 def packed_slot(tile_row,per_head): return divmod(tile_row,per_head)  # (head, pos)
 
-def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack):
-    """One block: Q, K, V, O are [jobs][S][D], LSE [jobs][Sq] (job = b * heads + h)."""
+def tiles(D,MT,packed):
+    # (BM, BN, row tiles per warp) as flash2.cu's Config: packed blocks always 64 x 64, one tile per warp
+    if packed: return 16*WARPS, 64, 1
+    return 16*WARPS*MT, (32 if (MT==2 and D==128) else 64), MT
+
+def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack,MT=1):
+    """One block: Q, K, V, O are [jobs][S][D], LSE [jobs][Sq] (job = b * heads + h). Each
+    (warp, row tile) pair is emulated as its own unit of 16 rows: the MT tiles of a warp share
+    only the K/V fragments they read, which are the same values for each."""
+    BM,BN,MTb=tiles(D,MT,packed); UNITS=WARPS*MTb
     jobs=len(Q); Sq,Sk=Q.shape[1],K.shape[1]; off=Sk-Sq
     KSTEPS=D//16; NT_S=BN//8; NT_O=D//8
     def q_row(r):
@@ -75,7 +83,7 @@ def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack):
     sQ=np.zeros(BM*D); sK=[np.zeros(BN*D),np.zeros(BN*D)]; sV=[np.zeros(BN*D),np.zeros(BN*D)]
     load_tile(sQ,D,Q,q_row,BM); load_tile(sK[0],D,K,kv_row(0),BN); load_tile(sV[0],D,V,kv_row(0),BN)
     state=[]
-    for warp in range(WARPS):
+    for warp in range(UNITS):
         state.append(dict(acc=[[np.zeros(4) for _ in range(NT_O)] for _ in range(32)],
                           rmax=[[-math.inf,-math.inf] for _ in range(32)], rsum=[[0.0,0.0] for _ in range(32)], qf=None))
     def slot_of(tile_row):
@@ -85,7 +93,7 @@ def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack):
             s=(j+1)&1
             load_tile(sK[s],D,K,kv_row((j+1)*BN),BN); load_tile(sV[s],D,V,kv_row((j+1)*BN),BN)
         cK,cV=sK[j&1],sV[j&1]
-        for warp in range(WARPS):
+        for warp in range(UNITS):
             st=state[warp]
             if j==0:
                 st['qf']=[]
@@ -135,7 +143,7 @@ def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack):
                     bv=ldm(cV,addrs,trans=True)
                     C=[st['acc'][l][dt] for l in range(32)]; mma(C,A,[bv[l][0] for l in range(32)],[bv[l][1] for l in range(32)])
                     C=[st['acc'][l][dt+1] for l in range(32)]; mma(C,A,[bv[l][2] for l in range(32)],[bv[l][3] for l in range(32)])
-    for warp in range(WARPS):
+    for warp in range(UNITS):
         st=state[warp]
         for r in range(2):
             ls=[st['rsum'][l][r] for l in range(32)]
@@ -149,17 +157,17 @@ def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack):
                     O[job][row,dt*8+2*t]=st['acc'][l][dt][2*r]*inv; O[job][row,dt*8+2*t+1]=st['acc'][l][dt][2*r+1]*inv
                 if t==0: LSE[job][row]=(st['rmax'][l][r]+math.log2(ls[l]))*math.log(2) if ls[l]>0 else -math.inf
 
-def run(Sq,Sk,D,causal,jobs=1,seed=0):
+def run(Sq,Sk,D,causal,jobs=1,seed=0,MT=1):
     rng=np.random.default_rng(seed)
     Q,K,V=(rng.standard_normal((jobs,n,D)).astype(np.float16).astype(np.float64) for n in (Sq,Sk,Sk))
     sc=1/math.sqrt(D)
     O=np.full((jobs,Sq,D),np.nan); L=np.full((jobs,Sq),np.nan)
-    pack=min(BM//Sq,BN//Sk)  # as flash2.cu's heads_per_block
+    pack=min(16*WARPS//Sq,64//Sk)  # as flash2.cu's heads_per_block
     if pack>=2:
         for job0 in range(0,jobs,pack): kernel_block(Q,K,V,D,causal,sc*1.4426950408889634,O,L,True,job0,0,pack)
     else:
         for job in range(jobs):
-            for m0 in range(0,Sq,BM): kernel_block(Q,K,V,D,causal,sc*1.4426950408889634,O,L,False,job,m0,1)
+            for m0 in range(0,Sq,tiles(D,MT,False)[0]): kernel_block(Q,K,V,D,causal,sc*1.4426950408889634,O,L,False,job,m0,1,MT)
     err=lerr=0.0; empty_ok=True
     for job in range(jobs):
         S=Q[job]@K[job].T*sc
@@ -173,7 +181,7 @@ def run(Sq,Sk,D,causal,jobs=1,seed=0):
         err=max(err,np.max(np.abs(O[job]-R)) if not np.isnan(O[job]).any() else float('nan'))
         lerr=max(lerr,np.max(np.abs(np.where(ok,L[job]-RL,0))))
         empty_ok&=bool(np.all(np.isinf(L[job][~ok])) and np.all(O[job][~ok]==0))
-    print(f"Sq={Sq} Sk={Sk} D={D} causal={causal} heads={jobs} ({'packed %d per block' % pack if pack>=2 else 'plain'}): "
+    print(f"Sq={Sq} Sk={Sk} D={D} causal={causal} heads={jobs} ({'packed %d per block' % pack if pack>=2 else 'plain, %d row tiles per warp' % MT}): "
           f"max|O-R|={err:.2e} max|LSE err|={lerr:.2e} nan={np.isnan(O).sum()} empty_ok={empty_ok}")
     return err<5e-3 and lerr<1e-3 and empty_ok
 
@@ -204,5 +212,8 @@ cases=[(17,17,64,0),(70,70,64,1),(130,65,64,1),(65,130,128,1),(1,9,64,0),(100,3,
        (4,4,128,0,20),(4,4,64,1,17),(17,17,64,1,7),(32,32,128,1,3),(1,31,64,0,70),(23,5,64,1,5),(5,23,128,1,4)]
 for args in cases:
     ok&=run(*args)
+# v5's candidate: two row tiles per warp (BM = 128; BN = 32 at d128), tails and causal both ways
+for args in [(130,130,64,1),(200,77,128,1),(77,200,64,1),(129,129,128,0)]:
+    ok&=run(*args,MT=2)
 print("ALL OK" if ok else "MISMATCH")
 sys.exit(0 if ok else 1)

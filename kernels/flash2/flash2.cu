@@ -4,10 +4,11 @@
  * exp2 and log2(e) folded into the scale, causal tiles above the diagonal skipped).
  *
  * One block computes BM = 64 query rows of one (batch, head); each of its 4 warps owns 16
- * rows. Per KV tile of BN = 64 keys: S = Q.K^T (Q fragments stay in registers), mask where
- * the tile crosses the diagonal or the end of K, rescale, O += P.V with P converted to the
- * input dtype in registers. See NOTES.md for the work per tile, the resources per config
- * and each version's measurements. */
+ * rows (MT = 2, the unmeasured v5 candidate: 128 and 32). Per KV tile of BN = 64 keys:
+ * S = Q.K^T (Q fragments stay in registers), mask where the tile crosses the diagonal or the
+ * end of K, rescale, O += P.V with P converted to the input dtype in registers. Short
+ * sequences (S_q, S_k <= 32) pack several heads into one block. See NOTES.md for the work
+ * per tile, the resources per config and each version's measurements. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -19,28 +20,50 @@ namespace {
 
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
+/* m16 row tiles per warp on the plain path: 1 is v4, measured; 2 (each K/V fragment read from
+ * shared memory feeds two mma) is the v5 candidate, compiled but not yet measured: build with
+ * -DFLASH2_MT_D64=2 / -DFLASH2_MT_D128=2 to try it. The packed path always uses 1. */
+#ifndef FLASH2_MT_D64
+#define FLASH2_MT_D64 1
+#endif
+#ifndef FLASH2_MT_D128
+#define FLASH2_MT_D128 1
+#endif
+
 template <int D_>
 struct Config {
     static constexpr int D = D_;
-    static constexpr int BM = 64;          /* query rows per block */
-    static constexpr int BN = 64;          /* keys per KV tile */
-    static constexpr int WARPS = 4;        /* 16 query rows each */
+    static constexpr int WARPS = 4;
     static constexpr int THREADS = WARPS * 32;
+    static constexpr int MT = D == 64 ? FLASH2_MT_D64 : FLASH2_MT_D128; /* plain path */
+    /* query rows per block: plain, 16 MT per warp; packed, 16 per warp */
+    __host__ __device__ static constexpr int bm(bool packed) { return 16 * WARPS * (packed ? 1 : MT); }
+    static constexpr int BM = bm(false);
+    /* keys per KV tile: 64; 32 for 2 row tiles at d128, whose S and O accumulators (64 + 128
+     * registers per thread at BN = 64) leave no room otherwise. Packed blocks: 64. */
+    __host__ __device__ static constexpr int bn(bool packed) { return packed || !(MT == 2 && D == 128) ? 64 : 32; }
+    static constexpr int BN = bn(false);
+    /* Q's fragments stay in registers for the whole block, except with 2 row tiles at d128,
+     * where they would need 64 more registers per thread: there they are re-read from shared
+     * memory at each k16 step, as FlashAttention-2 does */
+    static constexpr bool Q_IN_REGS = MT == 1 || D == 64;
     /* resident blocks per SM asked of ptxas: it caps registers at 64 K / (THREADS x this) */
-    static constexpr int MIN_BLOCKS = D == 64 ? 3 : 2;
+    static constexpr int MIN_BLOCKS = MT > 1 ? 2 : D == 64 ? 3 : 2;
     static constexpr int STAGES = 2;       /* K and V tiles double-buffered */
     static constexpr int CHUNKS = D / 8;   /* 16-byte chunks per row */
-    static constexpr int SMEM_Q = BM * D * 2;
-    static constexpr int SMEM_KV = BN * D * 2; /* one K or V tile */
+
     /* K and V stages: packed blocks (S_q, S_k <= 32) need one KV tile, hence one stage.
      * The kernel's shared-memory layout and the launch's byte count both come from here. */
     __host__ __device__ static constexpr int kv_stages(bool packed) { return packed ? 1 : STAGES; }
-    __host__ __device__ static constexpr int smem_bytes(bool packed) { return SMEM_Q + 2 * kv_stages(packed) * SMEM_KV; }
+    __host__ __device__ static constexpr int smem_q(bool packed) { return bm(packed) * D * 2; }
+    __host__ __device__ static constexpr int smem_bytes(bool packed) {
+        return smem_q(packed) + 2 * kv_stages(packed) * bn(packed) * D * 2; /* Q, then K and V stages */
+    }
     static constexpr int SMEM = smem_bytes(false);
-    static_assert(BM == 16 * WARPS, "one m16 row tile per warp");
-    static_assert(D % 16 == 0 && BN % 16 == 0, "whole k16 steps");
+    static_assert(MT == 1 || MT == 2, "one or two m16 row tiles per warp");
+    static_assert(D % 16 == 0 && BN % 16 == 0 && bn(true) % 16 == 0, "whole k16 steps");
     static_assert(CHUNKS >= 8, "the XOR swizzle spans 8 chunks per row");
-    /* 40 KB (d64) / 80 KB (d128): within sm_80's 163 KB and sm_90's 227 KB per block */
+    /* MT 1: 40 KB (d64) / 80 KB (d128); MT 2: 48 / 96 KB: within sm_80's 163 KB per block */
     static_assert(SMEM <= 163 * 1024, "shared memory per block on sm_80");
 };
 
@@ -179,13 +202,15 @@ template <typename T, int D, bool PACKED>
 __global__ void __launch_bounds__(Config<D>::THREADS, Config<D>::MIN_BLOCKS)
 flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pack) {
     using C = Config<D>;
-    constexpr int BM = C::BM, BN = C::BN;
+    constexpr int MT = PACKED ? 1 : C::MT; /* m16 row tiles per warp */
+    constexpr int BM = C::bm(PACKED), BN = C::bn(PACKED);
+    constexpr bool Q_IN_REGS = PACKED || C::Q_IN_REGS;
     constexpr int KSTEPS = D / 16;  /* k16 steps of Q.K^T */
     constexpr int NT_S = BN / 8;    /* n8 tiles of S */
     constexpr int NT_O = D / 8;     /* n8 tiles of O */
     extern __shared__ __align__(128) unsigned char smem[];
     T *sQ = reinterpret_cast<T *>(smem);
-    T *sK = reinterpret_cast<T *>(smem + C::SMEM_Q); /* [kv_stages][BN][D] */
+    T *sK = reinterpret_cast<T *>(smem + C::smem_q(PACKED)); /* [kv_stages][BN][D] */
     T *sV = sK + C::kv_stages(PACKED) * BN * D;      /* [kv_stages][BN][D] */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -268,16 +293,27 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     load_kv(0, 0);
     cp_async_commit();
 
-    uint32_t qf[KSTEPS][4];
-    float acc[NT_O][4];
+    /* Warp w owns tile rows [16 MT w, 16 MT (w + 1)): row tile mt is rows 16 (MT w + mt) + 0..15 */
+    uint32_t qf[MT][Q_IN_REGS ? KSTEPS : 1][4];
+    float acc[MT][NT_O][4];
+    float row_max[MT][2], row_sum[MT][2]; /* log2 domain, rows g and g + 8; this thread's columns */
+    Slot slot[MT][2];
 #pragma unroll
-    for (int i = 0; i < NT_O; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-    float row_max[2] = {-INFINITY, -INFINITY}; /* log2 domain, rows g and g + 8 */
-    float row_sum[2] = {0.0f, 0.0f};           /* this thread's columns only, until the end */
-    const int tile_row = warp * 16 + g;        /* this thread's tile rows: tile_row, tile_row + 8 */
-    const int row_a = m0 + tile_row;           /* plain: the rows of the head */
-    Slot slot[2] = {{0, row_a}, {0, row_a + 8}};
-    if (PACKED) slot[0] = packed_slot(tile_row, Sq), slot[1] = packed_slot(tile_row + 8, Sq);
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int i = 0; i < NT_O; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            row_max[mt][r] = -INFINITY, row_sum[mt][r] = 0.0f;
+            const int tile_row = (warp * MT + mt) * 16 + g + 8 * r;
+            slot[mt][r] = PACKED ? packed_slot(tile_row, Sq) : Slot{0, m0 + tile_row};
+        }
+    }
+    /* Q's A fragment (m16 x k16) of row tile mt at k16 step kk */
+    auto load_q = [&](uint32_t (&f)[4], int mt, int kk) {
+        const int row = (warp * MT + mt) * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+        ldmatrix_x4(f, smem_addr(sQ + swz<D>(row, 2 * kk + (lane >> 4))));
+    };
 
     /* ldmatrix lanes: K's x4 reads keys (lane & 7) + 8 (lane >> 4) at chunk 2 kk + ((lane >> 3) & 1);
      * V's .trans x4 reads keys (lane & 7) + 8 ((lane >> 3) & 1) at chunk dt + (lane >> 4). Every
@@ -291,29 +327,37 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         __syncthreads(); /* tile j is in; every warp is done with tile j - 1's stage */
         if (j + 1 < n_blocks) load_kv((j + 1) & 1, (j + 1) * BN);
         cp_async_commit();
-        if (j == 0) {
+        if (Q_IN_REGS && j == 0) {
 #pragma unroll
-            for (int kk = 0; kk < KSTEPS; ++kk) {
-                const int row = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-                ldmatrix_x4(qf[kk], smem_addr(sQ + swz<D>(row, 2 * kk + (lane >> 4))));
-            }
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int kk = 0; kk < KSTEPS; ++kk) load_q(qf[mt][Q_IN_REGS ? kk : 0], mt, kk);
         }
         /* this lane's ldmatrix row in the stage's K and V tiles (its chunk's swizzle is l7) */
         const uint32_t cK_lane = sK_lane + (j & 1) * (BN * D * sizeof(T));
         const uint32_t cV_lane = sV_lane + (j & 1) * (BN * D * sizeof(T));
 
-        /* S = Q.K^T for this warp's 16 rows and the tile's BN keys */
-        float s[NT_S][4];
+        /* S = Q.K^T for this warp's 16 MT rows and the tile's BN keys: each K fragment feeds MT mma */
+        float s[MT][NT_S][4];
 #pragma unroll
-        for (int i = 0; i < NT_S; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < NT_S; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KSTEPS; ++kk) {
+            if constexpr (!Q_IN_REGS) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) load_q(qf[mt][0], mt, kk);
+            }
 #pragma unroll
             for (int nt = 0; nt < NT_S; nt += 2) {
                 uint32_t bk[4];
                 ldmatrix_x4(bk, cK_lane + (uint32_t)(nt * 8 * D * sizeof(T)) + ((((2 * kk) | k_hi) ^ l7) << 4));
-                Mma<T>::run(s[nt], qf[kk], bk[0], bk[1]);
-                Mma<T>::run(s[nt + 1], qf[kk], bk[2], bk[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    Mma<T>::run(s[mt][nt], qf[mt][Q_IN_REGS ? kk : 0], bk[0], bk[1]);
+                    Mma<T>::run(s[mt][nt + 1], qf[mt][Q_IN_REGS ? kk : 0], bk[2], bk[3]);
+                }
             }
         }
 
@@ -324,90 +368,107 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         if (mask) { /* a branch, not per-element selects: most tiles need no mask (v3 paid ~150
                      * instructions per tile computing masks it then discarded) */
 #pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt) {
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const Slot &r = slot[e >> 1];
-                    Slot c = {0, n0 + nt * 8 + 2 * t + (e & 1)};
-                    if (PACKED) c = packed_slot(c.pos, Sk);
-                    const bool hidden = c.head != r.head || c.pos >= Sk || (p.causal && c.pos > r.pos + offset);
-                    s[nt][e] = hidden ? -INFINITY : s[nt][e] * scale_log2;
+                for (int nt = 0; nt < NT_S; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const Slot &r = slot[mt][e >> 1];
+                        Slot c = {0, n0 + nt * 8 + 2 * t + (e & 1)};
+                        if (PACKED) c = packed_slot(c.pos, Sk);
+                        const bool hidden = c.head != r.head || c.pos >= Sk || (p.causal && c.pos > r.pos + offset);
+                        s[mt][nt][e] = hidden ? -INFINITY : s[mt][nt][e] * scale_log2;
+                    }
                 }
-            }
         } else {
 #pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) s[nt][e] *= scale_log2;
+                for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mt][nt][e] *= scale_log2;
         }
 
         /* online softmax: one rescale of O per tile */
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = row_max[r];
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float base = mx == -INFINITY ? 0.0f : mx; /* a row that sees nothing yet */
-            const float corr = exp2_approx(row_max[r] - base);
-            row_max[r] = mx;
-            float sum = 0.0f;
+            for (int r = 0; r < 2; ++r) {
+                float mx = row_max[mt][r];
 #pragma unroll
-            for (int nt = 0; nt < NT_S; ++nt) {
-                s[nt][2 * r] = exp2_approx(s[nt][2 * r] - base);
-                s[nt][2 * r + 1] = exp2_approx(s[nt][2 * r + 1] - base);
-                sum += s[nt][2 * r] + s[nt][2 * r + 1];
+                for (int nt = 0; nt < NT_S; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float base = mx == -INFINITY ? 0.0f : mx; /* a row that sees nothing yet */
+                const float corr = exp2_approx(row_max[mt][r] - base);
+                row_max[mt][r] = mx;
+                float sum = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < NT_S; ++nt) {
+                    s[mt][nt][2 * r] = exp2_approx(s[mt][nt][2 * r] - base);
+                    s[mt][nt][2 * r + 1] = exp2_approx(s[mt][nt][2 * r + 1] - base);
+                    sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+                }
+                row_sum[mt][r] = row_sum[mt][r] * corr + sum;
+#pragma unroll
+                for (int dt = 0; dt < NT_O; ++dt) {
+                    acc[mt][dt][2 * r] *= corr;
+                    acc[mt][dt][2 * r + 1] *= corr;
+                }
             }
-            row_sum[r] = row_sum[r] * corr + sum;
-#pragma unroll
-            for (int dt = 0; dt < NT_O; ++dt) {
-                acc[dt][2 * r] *= corr;
-                acc[dt][2 * r + 1] *= corr;
-            }
-        }
 
-        /* O += P.V: the S accumulators are P's A fragments once packed to the dtype */
+        /* O += P.V: the S accumulators are P's A fragments once packed to the dtype; each V
+         * fragment feeds MT mma */
 #pragma unroll
         for (int kb = 0; kb < BN / 16; ++kb) {
-            const uint32_t a[4] = {Mma<T>::pack(s[2 * kb][0], s[2 * kb][1]),
-                                   Mma<T>::pack(s[2 * kb][2], s[2 * kb][3]),
-                                   Mma<T>::pack(s[2 * kb + 1][0], s[2 * kb + 1][1]),
-                                   Mma<T>::pack(s[2 * kb + 1][2], s[2 * kb + 1][3])};
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                a[mt][0] = Mma<T>::pack(s[mt][2 * kb][0], s[mt][2 * kb][1]);
+                a[mt][1] = Mma<T>::pack(s[mt][2 * kb][2], s[mt][2 * kb][3]);
+                a[mt][2] = Mma<T>::pack(s[mt][2 * kb + 1][0], s[mt][2 * kb + 1][1]);
+                a[mt][3] = Mma<T>::pack(s[mt][2 * kb + 1][2], s[mt][2 * kb + 1][3]);
+            }
 #pragma unroll
             for (int dt = 0; dt < NT_O; dt += 2) {
                 uint32_t bv[4];
                 ldmatrix_x4_trans(bv, cV_lane + (uint32_t)(kb * 16 * D * sizeof(T)) + (((dt | v_hi) ^ l7) << 4));
-                Mma<T>::run(acc[dt], a, bv[0], bv[1]);
-                Mma<T>::run(acc[dt + 1], a, bv[2], bv[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    Mma<T>::run(acc[mt][dt], a[mt], bv[0], bv[1]);
+                    Mma<T>::run(acc[mt][dt + 1], a[mt], bv[2], bv[3]);
+                }
             }
         }
     }
 
     /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 * (max + log2 l) */
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float l = row_sum[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
-        const int job = job0 + slot[r].head, row = slot[r].pos;
-        if (row >= Sq || (PACKED && (slot[r].head >= pack || job >= jobs))) continue;
-        T *orow = const_cast<T *>(head_base<T>(p.o, job, p.heads, p.o_batch_stride, p.o_head_stride)) +
-                  (int64_t)row * p.o_row_stride + 2 * t;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int dt = 0; dt < NT_O; ++dt)
-            *reinterpret_cast<uint32_t *>(orow + dt * 8) =
-                Mma<T>::pack(acc[dt][2 * r] * inv, acc[dt][2 * r + 1] * inv);
-        if (p.lse && t == 0)
-            p.lse[(int64_t)job * Sq + row] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
-    }
+        for (int r = 0; r < 2; ++r) {
+            float l = row_sum[mt][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
+            const int job = job0 + slot[mt][r].head, row = slot[mt][r].pos;
+            if (row >= Sq || (PACKED && (slot[mt][r].head >= pack || job >= jobs))) continue;
+            T *orow = const_cast<T *>(head_base<T>(p.o, job, p.heads, p.o_batch_stride, p.o_head_stride)) +
+                      (int64_t)row * p.o_row_stride + 2 * t;
+#pragma unroll
+            for (int dt = 0; dt < NT_O; ++dt)
+                *reinterpret_cast<uint32_t *>(orow + dt * 8) =
+                    Mma<T>::pack(acc[mt][dt][2 * r] * inv, acc[mt][dt][2 * r + 1] * inv);
+            if (p.lse && t == 0)
+                p.lse[(int64_t)job * Sq + row] =
+                    l > 0.0f ? (row_max[mt][r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
+        }
 }
 
 /* Heads per packed block: as many whole heads as fit one BM x BN tile; 1 means the plain path. */
 template <int D>
 int heads_per_block(int seqlen_q, int seqlen_k) {
-    return min(Config<D>::BM / seqlen_q, Config<D>::BN / seqlen_k);
+    return min(Config<D>::bm(true) / seqlen_q, Config<D>::bn(true) / seqlen_k);
 }
 
 template <typename T, int D, bool PACKED>
