@@ -14,6 +14,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #include "attn_abi.h"
 
 namespace {
@@ -475,12 +477,17 @@ template <typename T, int D, bool PACKED>
 int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     using C = Config<D>;
     constexpr int smem = C::smem_bytes(PACKED);
-    static bool smem_raised = false; /* once per instantiation (and device) */
-    if (!smem_raised) {
+    /* the shared-memory limit is raised per device (it is a property of the function in that
+     * device's context): once per instantiation and device, a bit per device */
+    static std::atomic<unsigned long long> raised{0};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return kErr;
+    const unsigned long long bit = dev < 64 ? 1ull << dev : 0; /* past 64 devices: every call */
+    if (!(raised.load(std::memory_order_relaxed) & bit)) {
         if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) != cudaSuccess)
             return kErr;
-        smem_raised = true;
+        raised.fetch_or(bit, std::memory_order_relaxed);
     }
     const int jobs = p->batch * p->heads;
     const dim3 grid = PACKED ? dim3((jobs + pack - 1) / pack) : dim3((p->seqlen_q + C::BM - 1) / C::BM, p->heads, p->batch);
