@@ -4,9 +4,9 @@
  * exp2 and log2(e) folded into the scale, causal tiles above the diagonal skipped).
  *
  * One block computes BM = 64 query rows of one (batch, head); each of its 4 warps owns 16
- * rows (MT = 2, the unmeasured v5 candidate: 128 and 32). Per KV tile of BN = 64 keys:
- * S = Q.K^T (Q fragments stay in registers), mask where the tile crosses the diagonal or the
- * end of K, rescale, O += P.V with P converted to the input dtype in registers. Short
+ * rows (the unmeasured v5 candidate, MT = 2: 128 rows, 32 per warp). Per KV tile of BN = 64
+ * keys: S = Q.K^T (Q fragments stay in registers), mask where the tile crosses the diagonal
+ * or the end of K, rescale, O += P.V with P converted to the input dtype in registers. Short
  * sequences (S_q, S_k <= 32) pack several heads into one block. See NOTES.md for the work
  * per tile, the resources per config and each version's measurements. */
 #include <cuda_bf16.h>
