@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Summarizes a CTest JUnit file: counts, why tests were skipped, which checks failed.
+"""Summarizes a CTest JUnit file: counts, why tests were skipped, which checks failed, and
+which GPUs ran the tests (the "GPU <n>: ..." line each correctness test prints).
 
     scripts/summary.py build/junit-correctness.xml
 """
@@ -10,6 +11,7 @@ import xml.etree.ElementTree as ET
 
 CHECK_FAILED = re.compile(r"check '(\w+)' failed\n(?:  shape:.*\n)?(?:  seed:.*\n)?(.*)")
 SKIP_REASON = re.compile(r"^(SKIPPED: .*|NOT SUPPORTED.*)$", re.M)
+GPU_LINE = re.compile(r"^(GPU \d+: .*)$", re.M)
 
 
 def main(path):
@@ -21,9 +23,12 @@ def main(path):
     passed, failed, skipped = [], [], []
     skip_reasons = collections.Counter()
     check_failures = collections.Counter()
+    gpus = collections.Counter()
     for tc in root.iter("testcase"):
         name = tc.get("name")
         out = tc.findtext("system-out") or ""
+        for gpu in set(GPU_LINE.findall(out)):
+            gpus[gpu] += 1
         if tc.find("failure") is not None or tc.get("status") == "fail":
             checks = CHECK_FAILED.findall(out)
             for check, _ in checks:
@@ -42,6 +47,8 @@ def main(path):
     total = len(passed) + len(failed) + len(skipped)
     print(f"summary of {path}: {total} tests: {len(passed)} passed, {len(failed)} failed, "
           f"{len(skipped)} skipped")
+    for gpu, n in sorted(gpus.items()):
+        print(f"  ran on {gpu}: {n} tests")
     for reason, n in skip_reasons.most_common():
         print(f"  skipped ({n}): {reason}")
     if failed:

@@ -671,6 +671,11 @@ int main(int argc, char **argv) {
         printf("SKIPPED: %s\n", err);
         return ATTN_EXIT_SKIP;
     }
+    /* which GPU ran this test (with several, CTest's resource allocation picks it) */
+    int dev = -1;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        printf("GPU %d: %s, PCI %04x:%02x:%02x\n", dev, prop.name, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
     cudaError_t e = cudaStreamCreate(&cfg.stream);
     if (e != cudaSuccess) {
         printf("FAILED: cannot create a CUDA stream: %s\n", cudaGetErrorString(e));
