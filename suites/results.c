@@ -69,3 +69,22 @@ int attn_mkdirs(const char *path, char *err, size_t errlen) {
     }
     return 0;
 }
+
+json_t *attn_timing_json(const attn_timing *t) {
+    return json_pack("{s:f, s:f, s:f, s:f, s:i, s:i, s:b, s:f, s:f, s:f, s:b, s:f}", "median_ms", t->median_ms,
+                     "min_ms", t->min_ms, "ci_lo_ms", t->ci_lo_ms, "ci_hi_ms", t->ci_hi_ms,
+                     "samples", t->samples, "dropped_for_clock", t->dropped_clock, "noisy", t->noisy,
+                     "rsd", t->rsd, "mean_sm_clock_mhz", t->mean_clock_mhz, "gpu_time_s", t->gpu_time_s,
+                     "held", t->held, "enqueue_ms", t->enqueue_ms);
+}
+
+int attn_timing_from_json(const json_t *j, attn_timing *t) {
+    memset(t, 0, sizeof *t);
+    json_error_t e;
+    return json_unpack_ex((json_t *)j, &e, JSON_STRICT,
+                          "{s:F, s:F, s:F, s:F, s:i, s:i, s:b, s:F, s:F, s:F, s:b, s:F}", "median_ms",
+                          &t->median_ms, "min_ms", &t->min_ms, "ci_lo_ms", &t->ci_lo_ms, "ci_hi_ms",
+                          &t->ci_hi_ms, "samples", &t->samples, "dropped_for_clock", &t->dropped_clock,
+                          "noisy", &t->noisy, "rsd", &t->rsd, "mean_sm_clock_mhz", &t->mean_clock_mhz,
+                          "gpu_time_s", &t->gpu_time_s, "held", &t->held, "enqueue_ms", &t->enqueue_ms) != 0;
+}

@@ -6,6 +6,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "bench_gpu.h"
+
 /* Writes `doc` to path atomically (tmp + rename; replaces an existing file). */
 int attn_json_write_atomic(json_t *doc, const char *path, char *err, size_t errlen);
 
@@ -13,6 +15,11 @@ int attn_json_write_atomic(json_t *doc, const char *path, char *err, size_t errl
  * earlier file. The chosen path goes to out_path. */
 int attn_json_write_new(json_t *doc, const char *dir, const char *stem, char *out_path,
                         size_t out_len, char *err, size_t errlen);
+
+/* A timing as the results schema writes it ("kernel_timing", baselines' "timing"), and back:
+ * attn_timing_from_json returns 0, or 1 when a field is missing or of the wrong type. */
+json_t *attn_timing_json(const attn_timing *t);
+int attn_timing_from_json(const json_t *j, attn_timing *t);
 
 /* mkdir -p */
 int attn_mkdirs(const char *path, char *err, size_t errlen);

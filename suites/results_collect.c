@@ -39,9 +39,8 @@ static void git_line(const char *src, const char *args, char *out, size_t outlen
     pclose(f);
 }
 
-static int reset(const char *dir) {
-    char err[512];
-    if (attn_mkdirs(dir, err, sizeof err)) return fprintf(stderr, "attn_results: %s\n", err), 1;
+/* Removes the *.json files of dir (none there, or no dir: nothing to do). */
+static void remove_json_files(const char *dir) {
     struct dirent **list;
     int n = scandir(dir, &list, is_fragment, alphasort);
     for (int i = 0; i < n; i++) {
@@ -51,7 +50,17 @@ static int reset(const char *dir) {
         free(list[i]);
     }
     if (n > 0) free(list);
-    printf("fragments in %s cleared\n", dir);
+}
+
+/* The start of a run: no fragment, and no shared baseline timing (DIR/baselines/, see
+ * benchmark.c), survives from an earlier run. */
+static int reset(const char *dir) {
+    char err[512], baselines[1024];
+    if (attn_mkdirs(dir, err, sizeof err)) return fprintf(stderr, "attn_results: %s\n", err), 1;
+    remove_json_files(dir);
+    snprintf(baselines, sizeof baselines, "%s/baselines", dir);
+    remove_json_files(baselines);
+    printf("fragments and shared baselines in %s cleared\n", dir);
     return 0;
 }
 

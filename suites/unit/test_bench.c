@@ -166,6 +166,30 @@ START_TEST(many_classes) {
 }
 END_TEST
 
+/* A timing survives the trip through the results schema (the benchmarks share baseline
+ * timings within a run through it), and a record missing a field is refused. */
+START_TEST(timing_json_round_trip) {
+    attn_timing a = {.samples = 37, .dropped_clock = 2, .noisy = 1, .held = 1, .enqueue_ms = 0.004,
+                     .median_ms = 1.25, .min_ms = 1.2, .ci_lo_ms = 1.24, .ci_hi_ms = 1.26, .rsd = 0.003,
+                     .mean_clock_mhz = 1980, .gpu_time_s = 0.51};
+    json_t *j = attn_timing_json(&a);
+    attn_timing b;
+    ck_assert_int_eq(attn_timing_from_json(j, &b), 0);
+    ck_assert_int_eq(b.samples, 37);
+    ck_assert_int_eq(b.dropped_clock, 2);
+    ck_assert_int_eq(b.noisy, 1);
+    ck_assert_int_eq(b.held, 1);
+    ck_assert_double_eq(b.median_ms, 1.25);
+    ck_assert_double_eq(b.ci_lo_ms, 1.24);
+    ck_assert_double_eq(b.ci_hi_ms, 1.26);
+    ck_assert_double_eq(b.enqueue_ms, 0.004);
+    json_object_del(j, "ci_hi_ms");
+    ck_assert_int_ne(attn_timing_from_json(j, &b), 0);
+    ck_assert_int_ne(attn_timing_from_json(NULL, &b), 0);
+    json_decref(j);
+}
+END_TEST
+
 START_TEST(results_never_overwrite) {
     char dir[] = "/tmp/attn_res_XXXXXX", err[512], p1[1200], p2[1200], sub[1100];
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -246,6 +270,7 @@ int main(void) {
     tcase_add_test(th, shipped_files_load);
     tcase_add_test(th, many_classes);
     tcase_add_test(th, results_never_overwrite);
+    tcase_add_test(th, timing_json_round_trip);
     suite_add_tcase(s, th);
     return attn_unit_run(s);
 }
