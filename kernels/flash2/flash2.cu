@@ -3,8 +3,8 @@
  * K and V tiles double-buffered with cp.async, online softmax in float32 registers with
  * exp2 and log2(e) folded into the scale, causal tiles above the diagonal skipped).
  *
- * One block computes BM = 64 query rows of one (batch, head); each of its 4 warps owns 16
- * rows (the unmeasured v5 candidate, MT = 2: 128 rows, 32 per warp). Per KV tile of BN = 64
+ * One block computes BM query rows of one (batch, head) with 4 warps: at d64 128 rows, 32 per
+ * warp (MT = 2 row tiles); at d128 64 rows, 16 per warp. Per KV tile of BN = 64
  * keys: S = Q.K^T (Q fragments stay in registers), mask where the tile crosses the diagonal
  * or the end of K, rescale, O += P.V with P converted to the input dtype in registers. Short
  * sequences (S_q, S_k <= 32) pack several heads into one block. See NOTES.md for the work
@@ -22,11 +22,13 @@ namespace {
 
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
-/* m16 row tiles per warp on the plain path: 1 is v4, measured; 2 (each K/V fragment read from
- * shared memory feeds two mma) is the v5 candidate, compiled but not yet measured: build with
- * -DFLASH2_MT_D64=2 / -DFLASH2_MT_D128=2 to try it. The packed path always uses 1. */
+/* m16 row tiles per warp on the plain path (v5, measured on the H100: NOTES.md): at d64, 2
+ * (each K/V fragment read from shared memory feeds two mma; 8-10 % faster without a mask);
+ * at d128, 1, since 2 row tiles leave registers for 32-key tiles only, which lost 7 % on
+ * causal shapes and won at most 3 % on full ones. -DFLASH2_MT_D64=1 / -DFLASH2_MT_D128=2 build the
+ * other choice. The packed path always uses 1. */
 #ifndef FLASH2_MT_D64
-#define FLASH2_MT_D64 1
+#define FLASH2_MT_D64 2
 #endif
 #ifndef FLASH2_MT_D128
 #define FLASH2_MT_D128 1
