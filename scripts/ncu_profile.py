@@ -39,7 +39,9 @@ METRICS = {
     "bank_conflicts_store": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
 }
 METRICS.update({f"stall_{s}": f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in STALLS})
-TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+# ncu names the duration's unit "nsecond" (older) or "ns" (2025 on): both, to microseconds
+TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
+              "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def number(text):
@@ -131,7 +133,10 @@ def main():
         if metric in col:
             m[key] = number(values[col[metric]])
     if m.get("duration") is not None:
-        m["duration_us"] = m.pop("duration") * TIME_UNITS.get(units[col[METRICS["duration"]]], 1.0)
+        unit = units[col[METRICS["duration"]]]
+        if unit not in TIME_UNITS:
+            sys.exit(f"profile: ncu gave the duration in '{unit}', a unit this script does not know")
+        m["duration_us"] = m.pop("duration") * TIME_UNITS[unit]
     bound, steps = classify(m)
     report = {"test": a.test, "command": command, "metrics": m, "bound": bound, "next_steps": steps}
     print(f"{a.test}: {m['kernel_name'][:80]}")

@@ -3,8 +3,8 @@
  * K and V tiles double-buffered with cp.async, online softmax in float32 registers with
  * exp2 and log2(e) folded into the scale, causal tiles above the diagonal skipped).
  *
- * One block computes BM query rows of one (batch, head) with 4 warps: at d64 128 rows, 32 per
- * warp (MT = 2 row tiles); at d128 64 rows, 16 per warp. Per KV tile of BN = 64
+ * One block computes BM query rows of one (batch, head) with 4 warps: 64 rows, 16 per warp,
+ * or at d64 without a causal mask 128 rows, 32 per warp (MT = 2 row tiles). Per KV tile of BN = 64
  * keys: S = Q.K^T (Q fragments stay in registers), mask where the tile crosses the diagonal
  * or the end of K, rescale, O += P.V with P converted to the input dtype in registers. Short
  * sequences (S_q, S_k <= 32) pack several heads into one block. See NOTES.md for the work
@@ -22,24 +22,27 @@ namespace {
 
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
-/* m16 row tiles per warp on the plain path (v5, measured on the H100: NOTES.md): at d64, 2
- * (each K/V fragment read from shared memory feeds two mma; 8-10 % faster without a mask);
- * at d128, 1, since 2 row tiles leave registers for 32-key tiles only, which lost 7 % on
- * causal shapes and won at most 3 % on full ones. -DFLASH2_MT_D64=1 / -DFLASH2_MT_D128=2 build the
- * other choice. The packed path always uses 1. */
+/* m16 row tiles per warp on the plain path without a causal mask (v5, measured on the H100:
+ * NOTES.md): at d64, 2 (each K/V fragment read from shared memory feeds two mma: 8-12 %
+ * faster); at d128, 1, since 2 row tiles leave registers for 32-key tiles only, which won at
+ * most 3 %. Causal shapes always use 1: a 128-row block wastes more on its diagonal tile and
+ * makes half as many blocks (d64 causal S = 128 was 11 % slower with 2). -DFLASH2_MT_D64=1 /
+ * -DFLASH2_MT_D128=2 build the other choice. The packed path always uses 1. */
 #ifndef FLASH2_MT_D64
 #define FLASH2_MT_D64 2
 #endif
 #ifndef FLASH2_MT_D128
 #define FLASH2_MT_D128 1
 #endif
+template <int D>
+constexpr int kMtFull = D == 64 ? FLASH2_MT_D64 : FLASH2_MT_D128;
 
-template <int D_>
+template <int D_, int MT_>
 struct Config {
     static constexpr int D = D_;
     static constexpr int WARPS = 4;
     static constexpr int THREADS = WARPS * 32;
-    static constexpr int MT = D == 64 ? FLASH2_MT_D64 : FLASH2_MT_D128; /* plain path */
+    static constexpr int MT = MT_; /* plain path */
     /* query rows per block: plain, 16 MT per warp; packed, 16 per warp */
     __host__ __device__ static constexpr int bm(bool packed) { return 16 * WARPS * (packed ? 1 : MT); }
     static constexpr int BM = bm(false);
@@ -202,10 +205,10 @@ __device__ __forceinline__ const T *head_base(const void *base, int job, int hea
     return static_cast<const T *>(base) + (int64_t)(job / heads) * batch_stride + (int64_t)(job % heads) * head_stride;
 }
 
-template <typename T, int D, bool PACKED>
-__global__ void __launch_bounds__(Config<D>::THREADS, Config<D>::MIN_BLOCKS)
+template <typename T, int D, bool PACKED, int MT_>
+__global__ void __launch_bounds__(Config<D, MT_>::THREADS, Config<D, MT_>::MIN_BLOCKS)
 flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pack) {
-    using C = Config<D>;
+    using C = Config<D, MT_>;
     constexpr int MT = PACKED ? 1 : C::MT; /* m16 row tiles per warp */
     constexpr int BM = C::bm(PACKED), BN = C::bn(PACKED);
     constexpr bool Q_IN_REGS = PACKED || C::Q_IN_REGS;
@@ -472,12 +475,12 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
 /* Heads per packed block: as many whole heads as fit one BM x BN tile; 1 means the plain path. */
 template <int D>
 int heads_per_block(int seqlen_q, int seqlen_k) {
-    return min(Config<D>::bm(true) / seqlen_q, Config<D>::bn(true) / seqlen_k);
+    return min(Config<D, 1>::bm(true) / seqlen_q, Config<D, 1>::bn(true) / seqlen_k);
 }
 
-template <typename T, int D, bool PACKED>
+template <typename T, int D, bool PACKED, int MT>
 int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
-    using C = Config<D>;
+    using C = Config<D, MT>;
     constexpr int smem = C::smem_bytes(PACKED);
     /* the shared-memory limit is raised per device (it is a property of the function in that
      * device's context): once per instantiation and device, a bit per device */
@@ -486,7 +489,7 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     if (cudaGetDevice(&dev) != cudaSuccess) return kErr;
     const unsigned long long bit = dev < 64 ? 1ull << dev : 0; /* past 64 devices: every call */
     if (!(raised.load(std::memory_order_relaxed) & bit)) {
-        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) != cudaSuccess)
             return kErr;
         raised.fetch_or(bit, std::memory_order_relaxed);
@@ -494,16 +497,16 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     const int jobs = p->batch * p->heads;
     const dim3 grid = PACKED ? dim3((jobs + pack - 1) / pack) : dim3((p->seqlen_q + C::BM - 1) / C::BM, p->heads, p->batch);
     const float scale_log2 = p->softmax_scale * 1.4426950408889634f;
-    flash2_fwd_kernel<T, D, PACKED><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
+    flash2_fwd_kernel<T, D, PACKED, MT><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
 template <typename T, int D>
 int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
     const int pack = heads_per_block<D>(p->seqlen_q, p->seqlen_k);
-    if (pack >= 2) return launch<T, D, true>(p, pack, stream);
+    if (pack >= 2) return launch<T, D, true, 1>(p, pack, stream);
     if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
-    return launch<T, D, false>(p, 1, stream);
+    return p->causal ? launch<T, D, false, 1>(p, 1, stream) : launch<T, D, false, kMtFull<D>>(p, 1, stream);
 }
 
 /* 16-byte loads and the 4-byte stores of O need 16-byte aligned rows. */
