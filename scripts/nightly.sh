@@ -47,6 +47,8 @@ for path in sys.argv[2:]:
         doc = json.load(open(path))
     except (OSError, ValueError):
         continue
+    if not isinstance(doc, dict) or "run" not in doc or "tests" not in doc:
+        continue  # a profile, a kill matrix: not a benchmark run
     if doc["run"]["date"] < new["run"]["date"] and names & {t["test"] for t in doc["tests"]}:
         if best is None or doc["run"]["date"] > best[0]:
             best = (doc["run"]["date"], path)
