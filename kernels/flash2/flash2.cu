@@ -322,6 +322,18 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         ldmatrix_x4(f, smem_addr(sQ + swz<D>(row, 2 * kk + (lane >> 4))));
     };
 
+    /* Packed blocks: warp w's 16 rows belong to heads h_lo..h_hi, whose keys are tile keys
+     * [key_lo, key_hi); every other key is another head's, masked to P = 0 exactly. The mma
+     * (and their ldmatrix) for 16-key groups outside that range are skipped, which changes no
+     * bit of the result: at S = 32 the warp needs half the tile's keys, at S = 4 a quarter.
+     * Warp-uniform, as mma.sync needs. Plain blocks: the whole tile. */
+    int key_lo = 0, key_hi = BN;
+    if constexpr (PACKED) {
+        const int h_lo = warp * 16 / Sq, h_hi = min((warp * 16 + 15) / Sq, pack - 1);
+        key_lo = h_lo * Sk, key_hi = (h_hi + 1) * Sk; /* empty when the warp holds padding only */
+    }
+    auto needed = [&](int k0) { return !PACKED || (k0 + 16 > key_lo && k0 < key_hi); }; /* keys k0..k0+15 */
+
     /* ldmatrix lanes: K's x4 reads keys (lane & 7) + 8 (lane >> 4) at chunk 2 kk + ((lane >> 3) & 1);
      * V's .trans x4 reads keys (lane & 7) + 8 ((lane >> 3) & 1) at chunk dt + (lane >> 4). Every
      * row a lane reads is = lane (mod 8), so its swizzle XOR is always l7 = lane & 7. */
@@ -358,6 +370,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
             }
 #pragma unroll
             for (int nt = 0; nt < NT_S; nt += 2) {
+                if (!needed(nt * 8)) continue;
                 uint32_t bk[4];
                 ldmatrix_x4(bk, cK_lane + (uint32_t)(nt * 8 * D * sizeof(T)) + ((((2 * kk) | k_hi) ^ l7) << 4));
 #pragma unroll
@@ -428,6 +441,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
          * fragment feeds MT mma */
 #pragma unroll
         for (int kb = 0; kb < BN / 16; ++kb) {
+            if (!needed(kb * 16)) continue;
             uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
