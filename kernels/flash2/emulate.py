@@ -101,16 +101,9 @@ def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack,MT=1):
                     addrs=[swz(D,warp*16+(l&7)+(((l>>3)&1)<<3),2*kk+(l>>4)) for l in range(32)]
                     st['qf'].append(ldm(sQ,addrs))
             S=[[np.zeros(4) for _ in range(NT_S)] for _ in range(32)]
-            # packed: as flash2.cu, skip the 16-key groups outside the warp's heads' keys
-            key_lo,key_hi=0,BN
-            if packed:
-                h_lo,h_hi=warp*16//Sq,min((warp*16+15)//Sq,pack-1)
-                key_lo,key_hi=h_lo*Sk,(h_hi+1)*Sk
-            needed=lambda k0: k0+16>key_lo and k0<key_hi
             for kk in range(KSTEPS):
                 A=[st['qf'][kk][l] for l in range(32)]
                 for nt in range(0,NT_S,2):
-                    if not needed(nt*8): continue
                     addrs=[swz(D,nt*8+(l&7)+((l>>4)<<3),2*kk+((l>>3)&1)) for l in range(32)]
                     bk=ldm(cK,addrs)
                     C=[S[l][nt] for l in range(32)]; mma(C,A,[bk[l][0] for l in range(32)],[bk[l][1] for l in range(32)])
@@ -143,7 +136,6 @@ def kernel_block(Q,K,V,D,causal,scale,O,LSE,packed,job0,m0,pack,MT=1):
                     st['rsum'][l][r]=st['rsum'][l][r]*corr+sm
                     for dt in range(NT_O): st['acc'][l][dt][2*r]*=corr; st['acc'][l][dt][2*r+1]*=corr
             for kb in range(BN//16):
-                if not needed(kb*16): continue
                 A=[[(S[l][2*kb][0],S[l][2*kb][1]),(S[l][2*kb][2],S[l][2*kb][3]),(S[l][2*kb+1][0],S[l][2*kb+1][1]),(S[l][2*kb+1][2],S[l][2*kb+1][3])] for l in range(32)]
                 A=[[tuple(np.float16(x) for x in pr) for pr in A[l]] for l in range(32)]
                 for dt in range(0,NT_O,2):

@@ -34,6 +34,17 @@ constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 #ifndef FLASH2_MT_D128
 #define FLASH2_MT_D128 1
 #endif
+/* resident packed blocks per SM (v6; v4-v5 had 3 and 2, the plain path's) */
+#ifndef FLASH2_PACKED_BLOCKS_D64
+#define FLASH2_PACKED_BLOCKS_D64 5
+#endif
+#ifndef FLASH2_PACKED_BLOCKS_D128
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define FLASH2_PACKED_BLOCKS_D128 3 /* sm_80: 4 (128 registers) spills 4 bytes */
+#else
+#define FLASH2_PACKED_BLOCKS_D128 4
+#endif
+#endif
 template <int D>
 constexpr int kMtFull = D == 64 ? FLASH2_MT_D64 : FLASH2_MT_D128;
 
@@ -54,8 +65,11 @@ struct Config {
      * where they would need 64 more registers per thread: there they are re-read from shared
      * memory at each k16 step, as FlashAttention-2 does */
     static constexpr bool Q_IN_REGS = MT == 1 || D == 64;
-    /* resident blocks per SM asked of ptxas: it caps registers at 64 K / (THREADS x this) */
+    /* resident blocks per SM asked of ptxas: it caps registers at 64 K / (THREADS x this).
+     * Packed blocks (memory-bound, each one load, compute and store) ask for more, so more
+     * bytes are in flight per SM: 5 at d64 (96 registers), 4 at d128 (128; 3 on sm_80). */
     static constexpr int MIN_BLOCKS = MT > 1 ? 2 : D == 64 ? 3 : 2;
+    static constexpr int PACKED_MIN_BLOCKS = D == 64 ? FLASH2_PACKED_BLOCKS_D64 : FLASH2_PACKED_BLOCKS_D128;
     static constexpr int STAGES = 2;       /* K and V tiles double-buffered */
     static constexpr int CHUNKS = D / 8;   /* 16-byte chunks per row */
 
@@ -206,7 +220,8 @@ __device__ __forceinline__ const T *head_base(const void *base, int job, int hea
 }
 
 template <typename T, int D, bool PACKED, int MT_>
-__global__ void __launch_bounds__(Config<D, MT_>::THREADS, Config<D, MT_>::MIN_BLOCKS)
+__global__ void __launch_bounds__(Config<D, MT_>::THREADS,
+                                  PACKED ? Config<D, MT_>::PACKED_MIN_BLOCKS : Config<D, MT_>::MIN_BLOCKS)
 flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pack) {
     using C = Config<D, MT_>;
     constexpr int MT = PACKED ? 1 : C::MT; /* m16 row tiles per warp */
@@ -322,18 +337,6 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         ldmatrix_x4(f, smem_addr(sQ + swz<D>(row, 2 * kk + (lane >> 4))));
     };
 
-    /* Packed blocks: warp w's 16 rows belong to heads h_lo..h_hi, whose keys are tile keys
-     * [key_lo, key_hi); every other key is another head's, masked to P = 0 exactly. The mma
-     * (and their ldmatrix) for 16-key groups outside that range are skipped, which changes no
-     * bit of the result: at S = 32 the warp needs half the tile's keys, at S = 4 a quarter.
-     * Warp-uniform, as mma.sync needs. Plain blocks: the whole tile. */
-    int key_lo = 0, key_hi = BN;
-    if constexpr (PACKED) {
-        const int h_lo = warp * 16 / Sq, h_hi = min((warp * 16 + 15) / Sq, pack - 1);
-        key_lo = h_lo * Sk, key_hi = (h_hi + 1) * Sk; /* empty when the warp holds padding only */
-    }
-    auto needed = [&](int k0) { return !PACKED || (k0 + 16 > key_lo && k0 < key_hi); }; /* keys k0..k0+15 */
-
     /* ldmatrix lanes: K's x4 reads keys (lane & 7) + 8 (lane >> 4) at chunk 2 kk + ((lane >> 3) & 1);
      * V's .trans x4 reads keys (lane & 7) + 8 ((lane >> 3) & 1) at chunk dt + (lane >> 4). Every
      * row a lane reads is = lane (mod 8), so its swizzle XOR is always l7 = lane & 7. */
@@ -370,7 +373,6 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
             }
 #pragma unroll
             for (int nt = 0; nt < NT_S; nt += 2) {
-                if (!needed(nt * 8)) continue;
                 uint32_t bk[4];
                 ldmatrix_x4(bk, cK_lane + (uint32_t)(nt * 8 * D * sizeof(T)) + ((((2 * kk) | k_hi) ^ l7) << 4));
 #pragma unroll
@@ -441,7 +443,6 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
          * fragment feeds MT mma */
 #pragma unroll
         for (int kb = 0; kb < BN / 16; ++kb) {
-            if (!needed(kb * 16)) continue;
             uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
