@@ -86,6 +86,20 @@ struct Config {
     static_assert(CHUNKS >= 8, "the XOR swizzle spans 8 chunks per row");
     /* MT 1: 40 KB (d64) / 80 KB (d128); MT 2: 48 / 96 KB: within sm_80's 163 KB per block */
     static_assert(SMEM <= 163 * 1024, "shared memory per block on sm_80");
+
+    /* Registers: the fragments a thread keeps live across a KV tile (O accumulators, S, and Q
+     * when it stays in registers) must fit under the cap that the resident blocks asked of
+     * ptxas set (64 K registers / (THREADS x blocks), at most 255); addresses and softmax state
+     * come on top, so ptxas's count (NOTES.md) is the final word, and a spill shows there. */
+    __host__ __device__ static constexpr int fragment_regs(bool packed) {
+        return (packed ? 1 : MT) * 4 * (D / 8 + bn(packed) / 8 + (packed || Q_IN_REGS ? D / 16 : 1));
+    }
+    __host__ __device__ static constexpr int register_cap(int blocks) {
+        return 65536 / (THREADS * blocks) < 255 ? 65536 / (THREADS * blocks) : 255;
+    }
+    /* d64: 80 (MT 1) / 160 (MT 2) of 170 / 255; d128: 128 of 255; packed: 80 of 102, 128 of 128 */
+    static_assert(fragment_regs(false) <= register_cap(MIN_BLOCKS), "plain path's fragments exceed the register cap");
+    static_assert(fragment_regs(true) <= register_cap(PACKED_MIN_BLOCKS), "packed path's fragments exceed the register cap");
 };
 
 /* ---- PTX wrappers --------------------------------------------------------------------- */
