@@ -23,7 +23,7 @@ namespace {
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
 /* m16 row tiles per warp on the plain path without a causal mask (v5, measured on the H100:
- * NOTES.md): at d64, 2 (each K/V fragment read from shared memory feeds two mma: 8-12 %
+ * NOTES.md): at d64, 2 (each K/V fragment read from shared memory feeds two mma: 7-12 %
  * faster); at d128, 1, since 2 row tiles leave registers for 32-key tiles only, which won at
  * most 3 %. Causal shapes always use 1: a 128-row block wastes more on its diagonal tile and
  * makes half as many blocks (d64 causal S = 128 was 11 % slower with 2). -DFLASH2_MT_D64=1 /
@@ -34,7 +34,7 @@ constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 #ifndef FLASH2_MT_D128
 #define FLASH2_MT_D128 1
 #endif
-/* resident packed blocks per SM (v6; v4-v5 had 3 and 2, the plain path's) */
+/* resident packed blocks per SM (v7; v4-v6 had 3 and 2, the plain path's) */
 #ifndef FLASH2_PACKED_BLOCKS_D64
 #define FLASH2_PACKED_BLOCKS_D64 5
 #endif

@@ -37,4 +37,6 @@ grep -A1 '^\[k fp16 d64 full 4-4\]' "$f" | grep -q '^min_speedup_reference = 80$
 grep -A2 '^\[k bf16 d128 causal 512-512\]' "$f" | grep -q '^min_speedup_reference = 0.8$' || fail "--only lost s512"
 [ "$(grep -c '^\[k ' "$f")" = 2 ] || fail "--only duplicated a section"
 [ "$(grep -c '^; k: generated' "$f")" = 2 ] || fail "--only should add its comment line and keep the first"
+python3 "$script" "$here/run_a.json" --kernel k --margin 0.8 --only '/s4$' --thresholds-dir "$dir" >/dev/null
+[ "$(grep -c '^; k: generated' "$f")" = 2 ] || fail "the same --only twice should replace its comment line"
 echo "ok: set_thresholds"
