@@ -23,10 +23,10 @@ namespace {
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
 /* m16 row tiles per warp on the plain path without a causal mask (v5, measured on the H100:
- * NOTES.md): at d64, 2 (each K/V fragment read from shared memory feeds two mma: 7-12 %
+ * NOTES.md): at d64, 2 (each K/V fragment read from shared memory feeds two mma: 8-11 %
  * faster); at d128, 1, since 2 row tiles leave registers for 32-key tiles only, which won at
  * most 3 %. Causal shapes always use 1: a 128-row block wastes more on its diagonal tile and
- * makes half as many blocks (d64 causal S = 128 was 11 % slower with 2). -DFLASH2_MT_D64=1 /
+ * makes half as many blocks (d64 causal S = 128 was 13 % slower with 2). -DFLASH2_MT_D64=1 /
  * -DFLASH2_MT_D128=2 build the other choice. The packed path always uses 1. */
 #ifndef FLASH2_MT_D64
 #define FLASH2_MT_D64 2
