@@ -3,7 +3,7 @@
 # it must name the first bad commit, skip (125) a commit that does not build, and abort
 # (>= 128) when every selected test is skipped or none matches.
 set -euo pipefail
-script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/bisect.sh
+script=$(cd "$(dirname "$0")/.." && pwd)/scripts/bisect.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"

@@ -3,7 +3,7 @@
 # the [gpu]/[peaks] part and other kernels' sections are kept; re-running replaces, not appends.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-script=$here/../../../scripts/set_thresholds.py
+script=$here/../../scripts/set_thresholds.py
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cat > "$dir/test_gpu_1.ini" <<'INI'
