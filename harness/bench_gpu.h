@@ -1,4 +1,4 @@
-/* GPU side of the benchmarks: random inputs, and cold timing learned from nvbench
+/* Timing on the GPU for the benchmarks: cold timing learned from nvbench
  * (L2 flushed before every sample, launch overhead kept out of the timed interval by a
  * kernel that holds the stream until everything is enqueued, the SM clock read after each
  * sample, a noise-based stopping rule). */
@@ -13,11 +13,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* n normal random values (mean 0, std sigma) in the dtype, from a counter-based hash:
- * the same seed gives the same tensor. */
-cudaError_t attn_fill_normal(void *dst, attn_dtype dtype, size_t n, uint64_t seed, float sigma,
-                             cudaStream_t stream);
 
 typedef struct {
     int min_samples;       /* at least this many kept samples (10) */
@@ -46,13 +41,6 @@ typedef int (*attn_enqueue_fn)(void *ctx, cudaStream_t stream, char *err, size_t
 /* Warms up, then takes cold samples until the rules say stop. 0, or non-zero with err. */
 int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx, const attn_timing_rules *rules,
                  attn_timing *out, char *err, size_t errlen);
-
-/* The verdict rule's figures for the output p->o (the dtype, through p's strides) against
- * the golden G and low-precision R ([batch][heads][seqlen_q][head_dim] floats on the
- * device), gathered on the GPU: a benchmark-sized output never crosses to the host.
- * Synchronizes `stream`. */
-cudaError_t attn_output_stats_gpu(const attn_fwd_params *p, const float *g, const float *r,
-                                  attn_output_stats *out, cudaStream_t stream);
 
 /* Launches an empty kernel built like the harness's kernels: cudaErrorNoKernelImageForDevice
  * when this build holds no code for the current GPU. */

@@ -281,9 +281,10 @@ extern "C" void attn_ref_destroy(attn_reference *r)
     free(r);
 }
 
-extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
-                                attn_ref_variant variant, float *o_out, float *lse_out,
-                                cudaStream_t stream, char *err, size_t errlen)
+/* attn_ref_forward's arguments, checked; err names the first that is wrong. */
+static int check_forward_args(const attn_reference *r, const attn_fwd_params *p,
+                              attn_ref_variant variant, const float *o_out, char *err,
+                              size_t errlen)
 {
     if (!r || !p)
         return fail(err, errlen, __LINE__, "attn_ref_forward: NULL reference or params");
@@ -299,9 +300,93 @@ extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
                     p->batch, p->heads, p->seqlen_q, p->seqlen_k, p->head_dim, MAX_HEAD_DIM);
     if (!p->q || !p->k || !p->v || !o_out)
         return fail(err, errlen, __LINE__, "attn_ref_forward: NULL q, k, v or o_out");
+    return 0;
+}
+
+/* One attn_ref_forward call, as every chunk of it needs it (the scratch already grown). */
+struct forward_job {
+    attn_reference *r;
+    const attn_fwd_params *p;
+    int lowp;
+    float *o_out, *lse_out;
+    cudaStream_t stream;
+};
+
+/* Heads h0 .. h0 + nh - 1 of batch index b: gather, S = scale * Q.K^T, softmax, O = P.V,
+ * enqueued on j->stream in that order. */
+static int forward_chunk(const struct forward_job *j, int b, int h0, int nh, char *err,
+                         size_t errlen)
+{
+    attn_reference *r = j->r;
+    const attn_fwd_params *p = j->p;
+    const cudaStream_t stream = j->stream;
+    const int H = p->heads, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
+    const float one = 1.0f, zero = 0.0f, scale = p->softmax_scale;
+    const size_t es = elem_size(p->dtype);
+    const char *qb = (const char *)p->q, *kb = (const char *)p->k, *vb = (const char *)p->v;
+
+    /* a) Widen this chunk's Q, K, V into contiguous float [nh][seq][D]. */
+    const int64_t qoff = b * p->q_batch_stride + h0 * p->q_head_stride;
+    const int64_t koff = b * p->k_batch_stride + h0 * p->k_head_stride;
+    const int64_t voff = b * p->v_batch_stride + h0 * p->v_head_stride;
+    if (gather(qb + qoff * (int64_t)es, p->dtype, p->q_head_stride, p->q_row_stride,
+               nh, Sq, D, r->q, stream, err, errlen) ||
+        gather(kb + koff * (int64_t)es, p->dtype, p->k_head_stride, p->k_row_stride,
+               nh, Sk, D, r->k, stream, err, errlen) ||
+        gather(vb + voff * (int64_t)es, p->dtype, p->v_head_stride, p->v_row_stride,
+               nh, Sk, D, r->v, stream, err, errlen))
+        return -1;
+
+    /* b) Row-major S [Sq][Sk] is column-major S^T (Sk x Sq, ld Sk) = K . Q^T, where
+     *    row-major K [Sk][D] is column-major D x Sk (so op T) and row-major
+     *    Q [Sq][D] is column-major D x Sq = Q^T (op N). */
+    CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_T, CUBLAS_OP_N,
+                Sk, Sq, D, &scale,
+                r->k, CUDA_R_32F, D, (long long)Sk * D,
+                r->q, CUDA_R_32F, D, (long long)Sq * D,
+                &zero,
+                r->s, CUDA_R_32F, Sk, (long long)Sq * Sk,
+                nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+
+    /* c) S -> P in place, plus LSE. */
+    const int64_t first_row = (int64_t)b * H + h0; /* (b, h0) in [B][H] */
+    const int64_t rows = (int64_t)nh * Sq;
+    if (rows > 0x7fffffff)
+        return fail(err, errlen, __LINE__,
+                    "attn_ref_forward: %lld softmax rows exceed the grid", (long long)rows);
+    softmax_kernel<<<(unsigned)rows, THREADS, 0, stream>>>(
+        r->s, Sq, Sk, p->causal, j->lowp, (int)p->dtype,
+        j->lse_out ? j->lse_out + first_row * Sq : NULL);
+    LAUNCH_CHECK("softmax_kernel");
+
+    /* d) Row-major O [Sq][D] is column-major O^T (D x Sq, ld D) = V^T . P^T, where
+     *    row-major V [Sk][D] is column-major V^T (D x Sk, op N) and row-major
+     *    P [Sq][Sk] is column-major P^T (Sk x Sq, op N). Written straight to o_out. */
+    float *o = j->o_out + first_row * Sq * D;
+    CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_N, CUBLAS_OP_N,
+                D, Sq, Sk, &one,
+                r->v, CUDA_R_32F, D, (long long)Sk * D,
+                r->s, CUDA_R_32F, Sk, (long long)Sq * Sk,
+                &zero,
+                o, CUDA_R_32F, D, (long long)Sq * D,
+                nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+
+    /* e) LOWP: O as the kernel's dtype would store it. */
+    if (j->lowp) {
+        const int64_t n = rows * D;
+        round_kernel<<<grid_for(n), THREADS, 0, stream>>>(o, n, (int)p->dtype);
+        LAUNCH_CHECK("round_kernel");
+    }
+    return 0;
+}
+
+extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
+                                attn_ref_variant variant, float *o_out, float *lse_out,
+                                cudaStream_t stream, char *err, size_t errlen)
+{
+    if (check_forward_args(r, p, variant, o_out, err, errlen)) return -1;
 
     const int B = p->batch, H = p->heads, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
-    const int lowp = variant == ATTN_REF_LOWP;
 
     /* Largest head chunk whose score buffer fits the budget, but at least one head. */
     const size_t head_score_bytes = (size_t)Sq * Sk * sizeof(float);
@@ -316,66 +401,11 @@ extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
 
     CUBLAS_CALL(cublasSetStream, r->blas, stream);
 
-    const float one = 1.0f, zero = 0.0f, scale = p->softmax_scale;
-    const size_t es = elem_size(p->dtype);
-    const char *qb = (const char *)p->q, *kb = (const char *)p->k, *vb = (const char *)p->v;
-
+    const struct forward_job job = {r, p, variant == ATTN_REF_LOWP, o_out, lse_out, stream};
     for (int b = 0; b < B; b++) {
         for (int h0 = 0; h0 < H; h0 += chunk) {
             const int nh = H - h0 < chunk ? H - h0 : chunk;
-
-            /* a) Widen this chunk's Q, K, V into contiguous float [nh][seq][D]. */
-            const int64_t qoff = b * p->q_batch_stride + h0 * p->q_head_stride;
-            const int64_t koff = b * p->k_batch_stride + h0 * p->k_head_stride;
-            const int64_t voff = b * p->v_batch_stride + h0 * p->v_head_stride;
-            if (gather(qb + qoff * (int64_t)es, p->dtype, p->q_head_stride, p->q_row_stride,
-                       nh, Sq, D, r->q, stream, err, errlen) ||
-                gather(kb + koff * (int64_t)es, p->dtype, p->k_head_stride, p->k_row_stride,
-                       nh, Sk, D, r->k, stream, err, errlen) ||
-                gather(vb + voff * (int64_t)es, p->dtype, p->v_head_stride, p->v_row_stride,
-                       nh, Sk, D, r->v, stream, err, errlen))
-                return -1;
-
-            /* b) Row-major S [Sq][Sk] is column-major S^T (Sk x Sq, ld Sk) = K . Q^T, where
-             *    row-major K [Sk][D] is column-major D x Sk (so op T) and row-major
-             *    Q [Sq][D] is column-major D x Sq = Q^T (op N). */
-            CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_T, CUBLAS_OP_N,
-                        Sk, Sq, D, &scale,
-                        r->k, CUDA_R_32F, D, (long long)Sk * D,
-                        r->q, CUDA_R_32F, D, (long long)Sq * D,
-                        &zero,
-                        r->s, CUDA_R_32F, Sk, (long long)Sq * Sk,
-                        nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-
-            /* c) S -> P in place, plus LSE. */
-            const int64_t first_row = (int64_t)b * H + h0; /* (b, h0) in [B][H] */
-            const int64_t rows = (int64_t)nh * Sq;
-            if (rows > 0x7fffffff)
-                return fail(err, errlen, __LINE__,
-                            "attn_ref_forward: %lld softmax rows exceed the grid", (long long)rows);
-            softmax_kernel<<<(unsigned)rows, THREADS, 0, stream>>>(
-                r->s, Sq, Sk, p->causal, lowp, (int)p->dtype,
-                lse_out ? lse_out + first_row * Sq : NULL);
-            LAUNCH_CHECK("softmax_kernel");
-
-            /* d) Row-major O [Sq][D] is column-major O^T (D x Sq, ld D) = V^T . P^T, where
-             *    row-major V [Sk][D] is column-major V^T (D x Sk, op N) and row-major
-             *    P [Sq][Sk] is column-major P^T (Sk x Sq, op N). Written straight to o_out. */
-            float *o = o_out + first_row * Sq * D;
-            CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_N, CUBLAS_OP_N,
-                        D, Sq, Sk, &one,
-                        r->v, CUDA_R_32F, D, (long long)Sk * D,
-                        r->s, CUDA_R_32F, Sk, (long long)Sq * Sk,
-                        &zero,
-                        o, CUDA_R_32F, D, (long long)Sq * D,
-                        nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-
-            /* e) LOWP: O as the kernel's dtype would store it. */
-            if (lowp) {
-                const int64_t n = rows * D;
-                round_kernel<<<grid_for(n), THREADS, 0, stream>>>(o, n, (int)p->dtype);
-                LAUNCH_CHECK("round_kernel");
-            }
+            if (forward_chunk(&job, b, h0, nh, err, errlen)) return -1;
         }
     }
     return 0;

@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "bench_gpu.h"
+#include "gpu_verify.h"
 #include "cudnn_sdpa.h"
 #include "harness.h"
 #include "launch_trace.h"
@@ -40,15 +41,34 @@
 #include "thresholds.h"
 #include "verdict.h"
 
+/* The benchmark's state: one test per process, so one instance, filled phase by phase and
+ * read by the later phases (which is why it is here rather than in parameter lists). */
 static struct {
     const char *name, *kernel_name, *plugin, *thresholds_dir, *tolerance_path, *fragments;
+    const char *dtype_name, *mask_name; /* as given, for the messages */
     const attn_kernel *kernel;
     attn_dtype dtype;
     int head_dim, causal, seqlen, tokens, hidden;
+    int batch, heads; /* the shape derived from tokens and hidden */
+    size_t n;         /* elements of each of Q, K, V, O */
     attn_fwd_params p;
     cudaStream_t stream;
     attn_reference *ref;
     json_t *doc; /* this test's fragment */
+    /* this GPU and the thresholds that judge the kernel on it */
+    struct cudaDeviceProp prop;
+    char tpath[1024];
+    attn_thresholds th;
+    const char *judge_as;
+    const attn_threshold_class *cls; /* NULL: no class covers the case */
+    /* timings; tc and the cudnn_* fields are valid only where have_cudnn */
+    attn_timer *timer;
+    attn_timing_rules rules;
+    attn_timing tk, tr, tc;
+    int have_cudnn;
+    char cudnn_why[2048], cudnn_kind[64];
+    long cudnn_version;
+    char measured_by[512]; /* the test that timed the baselines, when reused; else "" */
 } B;
 
 /* ---- the fragment and the exit ------------------------------------------------------ */
@@ -255,7 +275,7 @@ static void store_baselines(const char *path, const attn_timing *tr, const attn_
     json_decref(doc);
 }
 
-/* ---- main --------------------------------------------------------------------------- */
+/* ---- the arguments ------------------------------------------------------------------ */
 
 static void usage(const char *why) {
     fprintf(stderr, "attn_benchmark: %s\nusage: attn_benchmark --name N --kernel K [--plugin L] "
@@ -274,9 +294,8 @@ static int positive(const char *opt, const char *s) {
     return (int)v;
 }
 
-int main(int argc, char **argv) {
-    const double t_main = wall_now();
-    const char *dtype = NULL, *mask = NULL;
+/* Reads and checks the command line into B; a bad one exits 2 with the usage. */
+static void parse_args(int argc, char **argv) {
     static const struct option opts[] = {
         {"name", 1, 0, 'n'}, {"kernel", 1, 0, 'k'}, {"plugin", 1, 0, 'p'}, {"dtype", 1, 0, 't'},
         {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'}, {"seqlen", 1, 0, 's'}, {"tokens", 1, 0, 'T'},
@@ -288,9 +307,9 @@ int main(int argc, char **argv) {
         case 'n': B.name = optarg; break;
         case 'k': B.kernel_name = optarg; break;
         case 'p': B.plugin = optarg; break;
-        case 't': dtype = optarg; break;
+        case 't': B.dtype_name = optarg; break;
         case 'd': B.head_dim = positive("--head-dim", optarg); break;
-        case 'm': mask = optarg; break;
+        case 'm': B.mask_name = optarg; break;
         case 's': B.seqlen = positive("--seqlen", optarg); break;
         case 'T': B.tokens = positive("--tokens", optarg); break;
         case 'H': B.hidden = positive("--hidden", optarg); break;
@@ -300,14 +319,20 @@ int main(int argc, char **argv) {
         default: usage("unknown option");
         }
     }
-    if (optind != argc || !B.name || !B.kernel_name || !dtype || !mask || !B.head_dim || !B.seqlen ||
-        !B.tokens || !B.hidden || !B.thresholds_dir || !B.tolerance_path)
+    if (optind != argc || !B.name || !B.kernel_name || !B.dtype_name || !B.mask_name || !B.head_dim ||
+        !B.seqlen || !B.tokens || !B.hidden || !B.thresholds_dir || !B.tolerance_path)
         usage("missing or unexpected argument");
-    if (attn_dtype_parse(dtype, &B.dtype)) usage("--dtype: expected fp16 or bf16");
-    if (strcmp(mask, "full") && strcmp(mask, "causal")) usage("--mask: expected full or causal");
-    B.causal = !strcmp(mask, "causal");
+    if (attn_dtype_parse(B.dtype_name, &B.dtype)) usage("--dtype: expected fp16 or bf16");
+    if (strcmp(B.mask_name, "full") && strcmp(B.mask_name, "causal")) usage("--mask: expected full or causal");
+    B.causal = !strcmp(B.mask_name, "causal");
     if (B.hidden % B.head_dim) usage("--hidden must be a multiple of --head-dim");
+}
 
+/* ---- set-up ------------------------------------------------------------------------- */
+
+/* The tolerance file, the kernel, a GPU. 0 when all are there; else main's exit code. No
+ * fragment exists yet, so these report on stderr/stdout only. */
+static int open_harness(void) {
     char err[2048];
     if (attn_tolerance_load(B.tolerance_path, &tol, err, sizeof err)) {
         fprintf(stderr, "attn_benchmark: %s\n", err);
@@ -321,45 +346,54 @@ int main(int argc, char **argv) {
         printf("SKIPPED: %s\n", err);
         return ATTN_EXIT_SKIP;
     }
+    return 0;
+}
 
+/* Starts the fragment with the shape; from here on finish() records every exit in it.
+ * 0, or 2 when the JSON cannot be built. */
+static int begin_fragment(void) {
     /* the shape: FlashAttention's benchmark convention */
-    int batch = B.tokens / B.seqlen > 0 ? B.tokens / B.seqlen : 1, heads = B.hidden / B.head_dim;
+    B.batch = B.tokens / B.seqlen > 0 ? B.tokens / B.seqlen : 1, B.heads = B.hidden / B.head_dim;
     B.doc = json_pack("{s:s, s:s, s:s, s:i, s:b, s:i, s:i, s:i, s:i}", "test", B.name, "kernel",
-                      B.kernel_name, "dtype", dtype, "head_dim", B.head_dim, "causal", B.causal,
-                      "seqlen_q", B.seqlen, "seqlen_k", B.seqlen, "batch", batch, "heads", heads);
+                      B.kernel_name, "dtype", B.dtype_name, "head_dim", B.head_dim, "causal", B.causal,
+                      "seqlen_q", B.seqlen, "seqlen_k", B.seqlen, "batch", B.batch, "heads", B.heads);
     if (!B.doc) return fprintf(stderr, "attn_benchmark: cannot build JSON\n"), 2;
     phases = json_object();
     json_object_set_new(B.doc, "phases_s", phases);
-    phase_start = t_main;
-    phase_done("startup"); /* arguments, the tolerance file, the CUDA context */
+    return 0;
+}
 
+/* Finds this GPU's thresholds file and the class that judges the kernel; B.cls stays NULL
+ * when none covers the case. */
+static void load_thresholds(void) {
     /* thresholds for this GPU and class, before spending any time */
-    struct cudaDeviceProp prop;
     int dev;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&B.prop, dev) != cudaSuccess)
         finish("fail", 1, "cannot read the device's properties");
-    char slug[256], tpath[1024];
-    attn_gpu_slug(prop.name, slug, sizeof slug);
-    snprintf(tpath, sizeof tpath, "%s/%s.ini", B.thresholds_dir, slug);
-    FILE *probe = fopen(tpath, "r");
+    char slug[256], err[2048];
+    attn_gpu_slug(B.prop.name, slug, sizeof slug);
+    snprintf(B.tpath, sizeof B.tpath, "%s/%s.ini", B.thresholds_dir, slug);
+    FILE *probe = fopen(B.tpath, "r");
     if (!probe)
         finish("skipped", ATTN_EXIT_SKIP, "no thresholds for %s; run attn_calibrate --write %s "
-               "(from the build directory) on this GPU, then add the minimums", prop.name, B.thresholds_dir);
+               "(from the build directory) on this GPU, then add the minimums", B.prop.name, B.thresholds_dir);
     fclose(probe);
-    static attn_thresholds th;
-    if (attn_thresholds_load(tpath, &th, err, sizeof err)) finish("fail", 2, "%s", err);
-    if (strcmp(th.gpu_name, prop.name))
-        finish("fail", 2, "%s: [gpu] name '%s' is not this GPU ('%s')", tpath, th.gpu_name, prop.name);
-    const char *judge_as = getenv("ATTN_THRESHOLDS_KERNEL");
-    if (!judge_as || !*judge_as) judge_as = B.kernel_name;
+    if (attn_thresholds_load(B.tpath, &B.th, err, sizeof err)) finish("fail", 2, "%s", err);
+    if (strcmp(B.th.gpu_name, B.prop.name))
+        finish("fail", 2, "%s: [gpu] name '%s' is not this GPU ('%s')", B.tpath, B.th.gpu_name, B.prop.name);
+    B.judge_as = getenv("ATTN_THRESHOLDS_KERNEL");
+    if (!B.judge_as || !*B.judge_as) B.judge_as = B.kernel_name;
     /* no class: measured and recorded all the same (so that minimums can be set from the
      * figures: scripts/set_thresholds.py), but skipped, never passed */
-    const attn_threshold_class *cls = attn_thresholds_find(&th, judge_as, B.dtype, B.head_dim, B.causal, B.seqlen);
+    B.cls = attn_thresholds_find(&B.th, B.judge_as, B.dtype, B.head_dim, B.causal, B.seqlen);
+}
 
+/* Allocates Q, K, V, O and the stream, fills the inputs and sets the kernel's parameters. */
+static void make_inputs(void) {
     /* inputs: BSHD, random normal */
     attn_fwd_params *p = &B.p;
-    size_t n = (size_t)batch * B.seqlen * heads * B.head_dim;
-    p->dtype = B.dtype, p->batch = batch, p->heads = heads, p->seqlen_q = p->seqlen_k = B.seqlen;
+    size_t n = B.n = (size_t)B.batch * B.seqlen * B.heads * B.head_dim;
+    p->dtype = B.dtype, p->batch = B.batch, p->heads = B.heads, p->seqlen_q = p->seqlen_k = B.seqlen;
     p->head_dim = B.head_dim, p->causal = B.causal;
     p->softmax_scale = (float)(1.0 / sqrt((double)B.head_dim));
     void *buf[4];
@@ -371,137 +405,185 @@ int main(int argc, char **argv) {
         if (attn_fill_normal(buf[t], B.dtype, n, seed + t, 1.0f, B.stream) != cudaSuccess)
             finish("fail", 2, "attn_fill_normal failed");
     p->q = buf[0], p->k = buf[1], p->v = buf[2], p->o = buf[3], p->lse = NULL;
-    attn_strides st = attn_make_strides(ATTN_LAYOUT_BSHD, batch, heads, B.seqlen, B.head_dim);
+    attn_strides st = attn_make_strides(ATTN_LAYOUT_BSHD, B.batch, B.heads, B.seqlen, B.head_dim);
     p->q_batch_stride = p->k_batch_stride = p->v_batch_stride = p->o_batch_stride = st.batch;
     p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = st.head;
     p->q_row_stride = p->k_row_stride = p->v_row_stride = p->o_row_stride = st.row;
+}
 
-    phase_done("setup");
+/* The golden and low-precision outputs that verify() judges every run against. */
+static void make_references(void) {
+    char err[2048];
     if (attn_ref_create(&B.ref, err, sizeof err)) finish("fail", 2, "reference: %s", err);
     if (compute_references(err, sizeof err)) finish("fail", 2, "reference: %s", err);
-    phase_done("references");
+}
 
-    /* 1. the kernel: right first, then timed */
-    int rc = B.kernel->fwd(p, B.stream);
+/* ---- the kernel --------------------------------------------------------------------- */
+
+/* Exits when the kernel declines the case or its output is wrong: a wrong kernel is never
+ * timed. */
+static void verify_kernel(void) {
+    char err[2048];
+    int rc = B.kernel->fwd(&B.p, B.stream);
     if (rc == ATTN_UNSUPPORTED)
         finish("not_supported", ATTN_EXIT_SKIP, "kernel '%s' returned ATTN_UNSUPPORTED", B.kernel_name);
     cudaStreamSynchronize(B.stream);
     if (verify(run_kernel, NULL, err, sizeof err)) {
-        not_supported_if_smem_too_big(&prop);
+        not_supported_if_smem_too_big(&B.prop);
         finish("fail", 1, "the kernel's output is wrong, so it is not timed: %s", err);
     }
-    phase_done("verify_kernel");
-    attn_timing_rules rules = {10, 0.5, 0.005, 1.0, 0.75};
-    const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
-    if (tmo && atof(tmo) > 0) rules.timeout_s = atof(tmo);
-    static attn_timer *timer;
-    if (attn_timer_create(&timer, B.stream, err, sizeof err)) finish("fail", 2, "timer: %s", err);
-    attn_timing tk, tr, tc;
-    if (attn_measure(timer, run_kernel, NULL, &rules, &tk, err, sizeof err)) finish("fail", 1, "timing the kernel: %s", err);
-    phase_done("time_kernel");
+}
 
-    /* 2. the cuBLAS + softmax baseline: its output checked on this test's inputs, its timing
-     * measured here or reused from this run's first benchmark of the shape */
+/* Creates the timer (kept for the baselines) and times the kernel into B.tk. */
+static void time_kernel(void) {
+    char err[2048];
+    B.rules = (attn_timing_rules){10, 0.5, 0.005, 1.0, 0.75};
+    const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
+    if (tmo && atof(tmo) > 0) B.rules.timeout_s = atof(tmo);
+    if (attn_timer_create(&B.timer, B.stream, err, sizeof err)) finish("fail", 2, "timer: %s", err);
+    if (attn_measure(B.timer, run_kernel, NULL, &B.rules, &B.tk, err, sizeof err))
+        finish("fail", 1, "timing the kernel: %s", err);
+}
+
+/* ---- the baselines ------------------------------------------------------------------ */
+
+/* 3. cuDNN, where it is there and takes the case: checked, then timed into B.tc. Any
+ * failure only leaves B.have_cudnn 0 and the reason in B.cudnn_why. */
+static void time_cudnn(void) {
+    attn_cudnn *cudnn = NULL;
+    attn_cudnn_plan *plan = NULL;
+    if (attn_cudnn_open(&cudnn, B.cudnn_why, sizeof B.cudnn_why) == 0 &&
+        attn_cudnn_plan_create(cudnn, &B.p, &plan, B.cudnn_why, sizeof B.cudnn_why) == 0) {
+        char why[1024];
+        phase_done("cudnn_plan");
+        if (verify(run_cudnn, plan, why, sizeof why))
+            snprintf(B.cudnn_why, sizeof B.cudnn_why, "cuDNN's output fails the verdict rule: %s", why);
+        else if (attn_measure(B.timer, run_cudnn, plan, &B.rules, &B.tc, why, sizeof why))
+            snprintf(B.cudnn_why, sizeof B.cudnn_why, "timing cuDNN failed: %s", why);
+        else {
+            B.have_cudnn = 1;
+            B.cudnn_version = attn_cudnn_version(cudnn);
+            snprintf(B.cudnn_kind, sizeof B.cudnn_kind, "%s", attn_cudnn_plan_kind(plan));
+        }
+    }
+    attn_cudnn_plan_destroy(plan);
+    attn_cudnn_close(cudnn);
+}
+
+/* 2. the cuBLAS + softmax baseline: its output checked on this test's inputs, its timing
+ * measured here or reused from this run's first benchmark of the shape */
+static void baselines(void) {
+    char err[2048];
     if (verify(run_baseline, NULL, err, sizeof err)) finish("fail", 2, "harness error: the baseline is wrong: %s", err);
-    char cache_path[1400] = "", measured_by[512] = "";
+    char cache_path[1400] = "";
     if (B.fragments && !env_is("ATTN_BENCH_REUSE_BASELINES", "0"))
         snprintf(cache_path, sizeof cache_path, "%s/baselines/%s-d%d-%s-s%d-t%d-h%d-pci%04x%02x%02x.json",
                  B.fragments, attn_dtype_name(B.dtype), B.head_dim, B.causal ? "causal" : "full", B.seqlen,
-                 B.tokens, B.hidden, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
-    char cudnn_why[2048] = "", cudnn_kind[64] = "";
-    long cudnn_version = 0;
-    int have_cudnn = 0;
+                 B.tokens, B.hidden, B.prop.pciDomainID, B.prop.pciBusID, B.prop.pciDeviceID);
     json_t *cached = cache_path[0] ? json_load_file(cache_path, 0, NULL) : NULL;
-    if (cached && reuse_baselines(cached, &tr, &tc, &have_cudnn, cudnn_kind, sizeof cudnn_kind, &cudnn_version,
-                                  cudnn_why, sizeof cudnn_why, measured_by, sizeof measured_by)) {
+    if (cached && reuse_baselines(cached, &B.tr, &B.tc, &B.have_cudnn, B.cudnn_kind, sizeof B.cudnn_kind,
+                                  &B.cudnn_version, B.cudnn_why, sizeof B.cudnn_why, B.measured_by,
+                                  sizeof B.measured_by)) {
         phase_done("baseline");
     } else {
-        measured_by[0] = 0;
-        if (attn_measure(timer, run_baseline, NULL, &rules, &tr, err, sizeof err)) finish("fail", 2, "timing the baseline: %s", err);
+        B.measured_by[0] = 0;
+        if (attn_measure(B.timer, run_baseline, NULL, &B.rules, &B.tr, err, sizeof err))
+            finish("fail", 2, "timing the baseline: %s", err);
         phase_done("baseline");
-
-        /* 3. cuDNN, where it is there and takes the case */
-        static attn_cudnn *cudnn;
-        static attn_cudnn_plan *plan;
-        if (attn_cudnn_open(&cudnn, cudnn_why, sizeof cudnn_why) == 0 &&
-            attn_cudnn_plan_create(cudnn, p, &plan, cudnn_why, sizeof cudnn_why) == 0) {
-            char why[1024];
-            phase_done("cudnn_plan");
-            if (verify(run_cudnn, plan, why, sizeof why))
-                snprintf(cudnn_why, sizeof cudnn_why, "cuDNN's output fails the verdict rule: %s", why);
-            else if (attn_measure(timer, run_cudnn, plan, &rules, &tc, why, sizeof why))
-                snprintf(cudnn_why, sizeof cudnn_why, "timing cuDNN failed: %s", why);
-            else {
-                have_cudnn = 1;
-                cudnn_version = attn_cudnn_version(cudnn);
-                snprintf(cudnn_kind, sizeof cudnn_kind, "%s", attn_cudnn_plan_kind(plan));
-            }
-        }
-        attn_cudnn_plan_destroy(plan);
-        attn_cudnn_close(cudnn);
-        if (cache_path[0]) store_baselines(cache_path, &tr, have_cudnn ? &tc : NULL, cudnn_kind, cudnn_version, cudnn_why);
+        time_cudnn();
+        if (cache_path[0])
+            store_baselines(cache_path, &B.tr, B.have_cudnn ? &B.tc : NULL, B.cudnn_kind, B.cudnn_version, B.cudnn_why);
     }
     json_decref(cached);
-    phase_done("cudnn");
-    record_launches(); /* after the timings: CUPTI stays out of them */
-    phase_done("launches");
+}
 
+/* ---- figures, verdict --------------------------------------------------------------- */
+
+/* What the timings mean: work, roofline, speedups (with their confidence intervals). */
+struct figures {
+    double flops, bytes, peak, bw, floor_s, t, roofline, roofline_hi;
+    double sp_ref, sp_ref_lo, sp_ref_hi, sp_cud, sp_cud_lo, sp_cud_hi; /* sp_cud*: NAN without cuDNN */
+};
+
+static struct figures compute_figures(void) {
+    struct figures f;
+    const attn_timing *tk = &B.tk, *tr = &B.tr, *tc = &B.tc;
     /* work, roofline, speedups */
-    double flops = 4.0 * batch * heads * (double)B.seqlen * B.seqlen * B.head_dim * (B.causal ? 0.5 : 1.0);
-    double bytes = 4.0 * n * 2; /* Q, K, V read once, O written once */
-    double peak = (B.dtype == ATTN_BF16 ? th.bf16_tflops : th.fp16_tflops) * 1e12, bw = th.bandwidth_gbs * 1e9;
-    double floor_s = fmax(flops / peak, bytes / bw);
-    double t = tk.median_ms * 1e-3;
-    double roofline = floor_s / t, roofline_hi = floor_s / (tk.ci_lo_ms * 1e-3);
-    double sp_ref = tr.median_ms / tk.median_ms, sp_ref_lo = tr.ci_lo_ms / tk.ci_hi_ms, sp_ref_hi = tr.ci_hi_ms / tk.ci_lo_ms;
-    double sp_cud = NAN, sp_cud_lo = NAN, sp_cud_hi = NAN;
-    if (have_cudnn)
-        sp_cud = tc.median_ms / tk.median_ms, sp_cud_lo = tc.ci_lo_ms / tk.ci_hi_ms, sp_cud_hi = tc.ci_hi_ms / tk.ci_lo_ms;
+    f.flops = 4.0 * B.batch * B.heads * (double)B.seqlen * B.seqlen * B.head_dim * (B.causal ? 0.5 : 1.0);
+    f.bytes = 4.0 * B.n * 2; /* Q, K, V read once, O written once */
+    f.peak = (B.dtype == ATTN_BF16 ? B.th.bf16_tflops : B.th.fp16_tflops) * 1e12, f.bw = B.th.bandwidth_gbs * 1e9;
+    f.floor_s = fmax(f.flops / f.peak, f.bytes / f.bw);
+    f.t = tk->median_ms * 1e-3;
+    f.roofline = f.floor_s / f.t, f.roofline_hi = f.floor_s / (tk->ci_lo_ms * 1e-3);
+    f.sp_ref = tr->median_ms / tk->median_ms, f.sp_ref_lo = tr->ci_lo_ms / tk->ci_hi_ms;
+    f.sp_ref_hi = tr->ci_hi_ms / tk->ci_lo_ms;
+    f.sp_cud = NAN, f.sp_cud_lo = NAN, f.sp_cud_hi = NAN;
+    if (B.have_cudnn) {
+        f.sp_cud = tc->median_ms / tk->median_ms, f.sp_cud_lo = tc->ci_lo_ms / tk->ci_hi_ms;
+        f.sp_cud_hi = tc->ci_hi_ms / tk->ci_lo_ms;
+    }
+    return f;
+}
 
+/* The figures on stdout: a readable summary and CTest's measurement tags. */
+static void print_figures(const struct figures *f) {
+    const attn_timing *tk = &B.tk, *tr = &B.tr, *tc = &B.tc;
     printf("%s: kernel %.4f ms [%.4f, %.4f] (%d samples, %d dropped for clock%s), %.1f TFLOP/s, %.0f GB/s, "
-           "roofline %.1f%% (%s-bound floor %.4f ms)\n", B.name, tk.median_ms, tk.ci_lo_ms, tk.ci_hi_ms,
-           tk.samples, tk.dropped_clock, tk.noisy ? ", noisy" : "", flops / t * 1e-12, bytes / t * 1e-9,
-           100 * roofline, flops / peak > bytes / bw ? "compute" : "memory", floor_s * 1e3);
-    printf("  baseline (cuBLAS + softmax) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", tr.median_ms, sp_ref, sp_ref_lo, sp_ref_hi);
-    if (measured_by[0]) printf("  baselines timed by %s in this run\n", measured_by);
-    if (have_cudnn)
-        printf("  cuDNN (%s, %ld) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", cudnn_kind, cudnn_version,
-               tc.median_ms, sp_cud, sp_cud_lo, sp_cud_hi);
+           "roofline %.1f%% (%s-bound floor %.4f ms)\n", B.name, tk->median_ms, tk->ci_lo_ms, tk->ci_hi_ms,
+           tk->samples, tk->dropped_clock, tk->noisy ? ", noisy" : "", f->flops / f->t * 1e-12,
+           f->bytes / f->t * 1e-9, 100 * f->roofline, f->flops / f->peak > f->bytes / f->bw ? "compute" : "memory",
+           f->floor_s * 1e3);
+    printf("  baseline (cuBLAS + softmax) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", tr->median_ms, f->sp_ref,
+           f->sp_ref_lo, f->sp_ref_hi);
+    if (B.measured_by[0]) printf("  baselines timed by %s in this run\n", B.measured_by);
+    if (B.have_cudnn)
+        printf("  cuDNN (%s, %ld) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", B.cudnn_kind, B.cudnn_version,
+               tc->median_ms, f->sp_cud, f->sp_cud_lo, f->sp_cud_hi);
     else
-        printf("  cuDNN: not available: %s\n", cudnn_why);
-    measure("kernel_ms", tk.median_ms, "");
-    measure("tflops", flops / t * 1e-12, "");
-    measure("gbs", bytes / t * 1e-9, "");
-    measure("roofline_efficiency", roofline, "");
-    measure("speedup_reference", sp_ref, "");
-    if (have_cudnn) measure("speedup_cudnn", sp_cud, "");
+        printf("  cuDNN: not available: %s\n", B.cudnn_why);
+    measure("kernel_ms", tk->median_ms, "");
+    measure("tflops", f->flops / f->t * 1e-12, "");
+    measure("gbs", f->bytes / f->t * 1e-9, "");
+    measure("roofline_efficiency", f->roofline, "");
+    measure("speedup_reference", f->sp_ref, "");
+    if (B.have_cudnn) measure("speedup_cudnn", f->sp_cud, "");
+}
 
-    json_object_set_new(B.doc, "kernel_timing", attn_timing_json(&tk));
-    json_object_set_new(B.doc, "flops", json_real(flops));
-    json_object_set_new(B.doc, "bytes", json_real(bytes));
-    json_object_set_new(B.doc, "tflops", json_real(flops / t * 1e-12));
-    json_object_set_new(B.doc, "gbs", json_real(bytes / t * 1e-9));
-    json_object_set_new(B.doc, "roofline_efficiency", json_real(roofline));
-    json_object_set_new(B.doc, "roofline_bound", json_string(flops / peak > bytes / bw ? "compute" : "memory"));
+/* The figures into the fragment; done before the verdict so a skipped or failed test still
+ * carries them (scripts/set_thresholds.py sets minimums from them). */
+static void record_figures(const struct figures *f) {
+    json_object_set_new(B.doc, "kernel_timing", attn_timing_json(&B.tk));
+    json_object_set_new(B.doc, "flops", json_real(f->flops));
+    json_object_set_new(B.doc, "bytes", json_real(f->bytes));
+    json_object_set_new(B.doc, "tflops", json_real(f->flops / f->t * 1e-12));
+    json_object_set_new(B.doc, "gbs", json_real(f->bytes / f->t * 1e-9));
+    json_object_set_new(B.doc, "roofline_efficiency", json_real(f->roofline));
+    json_object_set_new(B.doc, "roofline_bound", json_string(f->flops / f->peak > f->bytes / f->bw ? "compute" : "memory"));
     json_t *base = json_object();
-    json_object_set_new(base, "reference", json_pack("{s:o, s:f, s:[f,f]}", "timing", attn_timing_json(&tr),
-                                                      "speedup", sp_ref, "speedup_ci", sp_ref_lo, sp_ref_hi));
-    json_object_set_new(base, "cudnn", have_cudnn
-        ? json_pack("{s:b, s:s, s:i, s:o, s:f, s:[f,f]}", "available", 1, "kind", cudnn_kind,
-                    "version", (int)cudnn_version, "timing", attn_timing_json(&tc), "speedup", sp_cud,
-                    "speedup_ci", sp_cud_lo, sp_cud_hi)
-        : json_pack("{s:b, s:s}", "available", 0, "reason", cudnn_why));
-    if (measured_by[0]) json_object_set_new(base, "timed_by", json_string(measured_by));
+    json_object_set_new(base, "reference", json_pack("{s:o, s:f, s:[f,f]}", "timing", attn_timing_json(&B.tr),
+                                                      "speedup", f->sp_ref, "speedup_ci", f->sp_ref_lo, f->sp_ref_hi));
+    json_object_set_new(base, "cudnn", B.have_cudnn
+        ? json_pack("{s:b, s:s, s:i, s:o, s:f, s:[f,f]}", "available", 1, "kind", B.cudnn_kind,
+                    "version", (int)B.cudnn_version, "timing", attn_timing_json(&B.tc), "speedup", f->sp_cud,
+                    "speedup_ci", f->sp_cud_lo, f->sp_cud_hi)
+        : json_pack("{s:b, s:s}", "available", 0, "reason", B.cudnn_why));
+    if (B.measured_by[0]) json_object_set_new(base, "timed_by", json_string(B.measured_by));
     json_object_set_new(B.doc, "baselines", base);
-    json_object_set_new(B.doc, "peaks", json_pack("{s:f, s:f}", "tflops", peak * 1e-12, "gbs", bw * 1e-9));
-    attn_timer_destroy(timer);
+    json_object_set_new(B.doc, "peaks", json_pack("{s:f, s:f}", "tflops", f->peak * 1e-12, "gbs", f->bw * 1e-9));
+}
+
+/* Judges the figures by the thresholds class and exits with the verdict. */
+static void judge(const struct figures *f) __attribute__((noreturn));
+static void judge(const struct figures *f) {
+    const attn_threshold_class *cls = B.cls;
     if (!cls)
         finish("skipped", ATTN_EXIT_SKIP, "measured, but no thresholds class in %s covers %s %s d%d %s s%d; "
                "add a section [%s <dtype|*> <d64|d128|*> <full|causal|*> <lo>-<hi>] "
-               "(scripts/set_thresholds.py writes them from a results file)", tpath, judge_as, dtype,
-               B.head_dim, mask, B.seqlen, judge_as);
-    json_t *jt = json_pack("{s:s, s:s, s:s, s:f, s:f}", "file", tpath, "judged_as", judge_as, "class", cls->section,
-                           "min_speedup_reference", cls->min_speedup_reference, "min_roofline", cls->min_roofline);
+               "(scripts/set_thresholds.py writes them from a results file)", B.tpath, B.judge_as, B.dtype_name,
+               B.head_dim, B.mask_name, B.seqlen, B.judge_as);
+    json_t *jt = json_pack("{s:s, s:s, s:s, s:f, s:f}", "file", B.tpath, "judged_as", B.judge_as, "class",
+                           cls->section, "min_speedup_reference", cls->min_speedup_reference, "min_roofline",
+                           cls->min_roofline);
     json_object_set_new(jt, "min_speedup_cudnn", isnan(cls->min_speedup_cudnn) ? json_null() : json_real(cls->min_speedup_cudnn));
     json_object_set_new(B.doc, "thresholds", jt);
 
@@ -509,18 +591,54 @@ int main(int argc, char **argv) {
      * confidence interval is still below it) */
     char fails[2048] = "";
     size_t fl = 0;
-    if (sp_ref_hi < cls->min_speedup_reference)
+    if (f->sp_ref_hi < cls->min_speedup_reference)
         fl += snprintf(fails + fl, sizeof fails - fl, "speedup vs reference %.2fx (CI up to %.2fx) < minimum %.2fx; ",
-                       sp_ref, sp_ref_hi, cls->min_speedup_reference);
-    if (have_cudnn && !isnan(cls->min_speedup_cudnn) && sp_cud_hi < cls->min_speedup_cudnn)
+                       f->sp_ref, f->sp_ref_hi, cls->min_speedup_reference);
+    if (B.have_cudnn && !isnan(cls->min_speedup_cudnn) && f->sp_cud_hi < cls->min_speedup_cudnn)
         fl += snprintf(fails + fl, sizeof fails - fl, "speedup vs cuDNN %.2fx (CI up to %.2fx) < minimum %.2fx; ",
-                       sp_cud, sp_cud_hi, cls->min_speedup_cudnn);
-    if (roofline_hi < cls->min_roofline)
+                       f->sp_cud, f->sp_cud_hi, cls->min_speedup_cudnn);
+    if (f->roofline_hi < cls->min_roofline)
         fl += snprintf(fails + fl, sizeof fails - fl, "roofline efficiency %.1f%% (CI up to %.1f%%) < minimum %.1f%%; ",
-                       100 * roofline, 100 * roofline_hi, 100 * cls->min_roofline);
-    if (fl) finish("fail", 1, "%s(thresholds %s [%s], judged as %s)", fails, tpath, cls->section, judge_as);
+                       100 * f->roofline, 100 * f->roofline_hi, 100 * cls->min_roofline);
+    if (fl) finish("fail", 1, "%s(thresholds %s [%s], judged as %s)", fails, B.tpath, cls->section, B.judge_as);
     char cud[64] = "n/a";
-    if (have_cudnn) snprintf(cud, sizeof cud, "%.2fx", sp_cud);
-    finish("pass", 0, "speedup %.2fx vs reference, %s vs cuDNN, roofline %.1f%% (thresholds [%s] in %s)", sp_ref,
-           cud, 100 * roofline, cls->section, tpath);
+    if (B.have_cudnn) snprintf(cud, sizeof cud, "%.2fx", f->sp_cud);
+    finish("pass", 0, "speedup %.2fx vs reference, %s vs cuDNN, roofline %.1f%% (thresholds [%s] in %s)", f->sp_ref,
+           cud, 100 * f->roofline, cls->section, B.tpath);
+}
+
+/* ---- main: the phases in order (see the top of this file) --------------------------- */
+
+int main(int argc, char **argv) {
+    const double t_main = wall_now();
+    parse_args(argc, argv);
+    int rc = open_harness();
+    if (rc) return rc;
+    if ((rc = begin_fragment())) return rc;
+    phase_start = t_main;
+    phase_done("startup"); /* arguments, the tolerance file, the CUDA context */
+
+    load_thresholds();
+    make_inputs();
+    phase_done("setup");
+    make_references();
+    phase_done("references");
+
+    /* 1. the kernel: right first, then timed */
+    verify_kernel();
+    phase_done("verify_kernel");
+    time_kernel();
+    phase_done("time_kernel");
+
+    /* 2. and 3. the baselines, checked on this test's inputs; timed here or reused */
+    baselines();
+    phase_done("cudnn");
+    record_launches(); /* after the timings: CUPTI stays out of them */
+    phase_done("launches");
+
+    const struct figures f = compute_figures();
+    print_figures(&f);
+    record_figures(&f);
+    attn_timer_destroy(B.timer);
+    judge(&f);
 }

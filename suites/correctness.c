@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "attn_abi.h"
+#include "gpu_verify.h"
 #include "harness.h"
 #include "reference.h"
 #include "registry.h"
@@ -80,8 +81,11 @@ typedef struct {
     uint64_t seed;
 } run_spec;
 
+/* One problem on the GPU: inputs, poisoned outputs, the references. Nothing of the size of a
+ * tensor ever crosses to the host: inputs are generated and outputs judged on the GPU. */
 typedef struct {
     run_spec spec;
+    int batch, heads, seqlen_q, seqlen_k; /* the problem (cfg's, or another: 'interleaved') */
     attn_strides st[4];
     void *dbuf[4];          /* q, k, v, o device buffers, guards included */
     size_t bytes[4];
@@ -89,13 +93,7 @@ typedef struct {
     float *dg, *dr, *dlg;   /* golden O, low-precision O, golden LSE (BHSD, float) */
     attn_fwd_params p;
     size_t o_elems, rows;
-    /* host copies */
-    unsigned char *o_raw, *lse_raw; /* whole buffers after the launch, guards included */
-    float *o, *lse;                 /* kernel output, logical [b][h][s][d] / [b][h][s] */
-    float *g, *r, *lg;
-    unsigned char *row_empty;
 } run;
-
 
 #define CUDA_TRY(call)                                                                     \
     do {                                                                                   \
@@ -107,8 +105,15 @@ typedef struct {
         }                                                                                  \
     } while (0)
 
-static size_t lse_bytes(void) { return (size_t)cfg.batch * cfg.heads * cfg.seqlen_q * 4; }
+static size_t lse_bytes(const run *x) { return x->rows * 4; }
 static void *inner(void *buf) { return (char *)buf + GUARD_BYTES; }
+
+static attn_tensor_view view_of(const run *x, int t) {
+    int seq = t == 1 || t == 2 ? x->seqlen_k : x->seqlen_q;
+    attn_tensor_view v = {x->batch, x->heads, seq, cfg.head_dim,
+                          x->st[t].batch, x->st[t].head, x->st[t].row};
+    return v;
+}
 
 static void run_free(run *x) {
     for (int t = 0; t < 4; t++) cudaFree(x->dbuf[t]);
@@ -116,168 +121,151 @@ static void run_free(run *x) {
     cudaFree(x->dg);
     cudaFree(x->dr);
     cudaFree(x->dlg);
-    free(x->o_raw);
-    free(x->lse_raw);
-    free(x->o);
-    free(x->lse);
-    free(x->g);
-    free(x->r);
-    free(x->lg);
-    free(x->row_empty);
     memset(x, 0, sizeof *x);
 }
 
-/* Inputs: normal random values (never zeros), quantized to the dtype; padding between
- * rows holds NaN so that a kernel reading through a wrong stride is caught. */
-static int run_setup(run *x, const run_spec *spec) {
-    memset(x, 0, sizeof *x);
-    x->spec = *spec;
-    int seq[4] = {cfg.seqlen_q, cfg.seqlen_k, cfg.seqlen_k, cfg.seqlen_q};
-    attn_rng rng;
-    attn_rng_init(&rng, spec->seed);
-    for (int t = 0; t < 4; t++) {
-        x->st[t] = attn_make_strides(spec->layout[t], cfg.batch, cfg.heads, seq[t], cfg.head_dim);
-        x->bytes[t] = 2 * GUARD_BYTES + (size_t)x->st[t].extent * 2;
-        CUDA_TRY(cudaMalloc(&x->dbuf[t], x->bytes[t]));
-        if (t == 3) continue;
-        uint16_t *h = malloc(x->bytes[t]);
-        if (!h) { say("  out of host memory\n"); return 1; }
-        memset(h, POISON, x->bytes[t]);
-        uint16_t *data = (uint16_t *)inner(h);
-        double sigma = t == 2 ? spec->sigma_v : spec->sigma_qk;
-        for (int b = 0; b < cfg.batch; b++)
-            for (int hh = 0; hh < cfg.heads; hh++)
-                for (int s = 0; s < seq[t]; s++)
-                    for (int d = 0; d < cfg.head_dim; d++)
-                        data[attn_offset(&x->st[t], b, hh, s, d)] =
-                            attn_to_dtype(cfg.dtype, (float)(sigma * attn_rng_normal(&rng)));
-        cudaError_t e = cudaMemcpyAsync(x->dbuf[t], h, x->bytes[t], cudaMemcpyHostToDevice, cfg.stream);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(cfg.stream); /* before h is freed */
-        free(h);
-        CUDA_TRY(e);
-    }
-    CUDA_TRY(cudaMalloc((void **)&x->dlse_buf, lse_bytes() + 2 * GUARD_BYTES));
-    x->o_elems = (size_t)cfg.batch * cfg.heads * cfg.seqlen_q * cfg.head_dim;
-    x->rows = (size_t)cfg.batch * cfg.heads * cfg.seqlen_q;
-    CUDA_TRY(cudaMalloc((void **)&x->dg, x->o_elems * 4));
-    CUDA_TRY(cudaMalloc((void **)&x->dr, x->o_elems * 4));
-    CUDA_TRY(cudaMalloc((void **)&x->dlg, x->rows * 4));
-    /* NaN until the reference writes them: a reference gap shows as NaN, and compute-sanitizer's
-     * initcheck, which sanitize.sh filters to the kernel under test and so never sees the
-     * reference's own kernels write, finds these buffers initialized when they are copied back */
-    CUDA_TRY(cudaMemset(x->dg, 0xff, x->o_elems * 4));
-    CUDA_TRY(cudaMemset(x->dr, 0xff, x->o_elems * 4));
-    CUDA_TRY(cudaMemset(x->dlg, 0xff, x->rows * 4));
-
+static void fill_params(run *x) {
     attn_fwd_params *p = &x->p;
+    memset(p, 0, sizeof *p);
     p->dtype = cfg.dtype;
-    p->batch = cfg.batch;
-    p->heads = cfg.heads;
-    p->seqlen_q = cfg.seqlen_q;
-    p->seqlen_k = cfg.seqlen_k;
+    p->batch = x->batch;
+    p->heads = x->heads;
+    p->seqlen_q = x->seqlen_q;
+    p->seqlen_k = x->seqlen_k;
     p->head_dim = cfg.head_dim;
     p->causal = cfg.causal;
-    p->softmax_scale = spec->scale;
+    p->softmax_scale = x->spec.scale;
     p->q = inner(x->dbuf[0]);
     p->k = inner(x->dbuf[1]);
     p->v = inner(x->dbuf[2]);
     p->o = inner(x->dbuf[3]);
-    p->lse = spec->with_lse ? (float *)inner(x->dlse_buf) : NULL;
+    p->lse = x->spec.with_lse ? (float *)inner(x->dlse_buf) : NULL;
     p->q_batch_stride = x->st[0].batch, p->q_head_stride = x->st[0].head, p->q_row_stride = x->st[0].row;
     p->k_batch_stride = x->st[1].batch, p->k_head_stride = x->st[1].head, p->k_row_stride = x->st[1].row;
     p->v_batch_stride = x->st[2].batch, p->v_head_stride = x->st[2].head, p->v_row_stride = x->st[2].row;
     p->o_batch_stride = x->st[3].batch, p->o_head_stride = x->st[3].head, p->o_row_stride = x->st[3].row;
+}
 
-    x->o_raw = malloc(x->bytes[3]);
-    x->lse_raw = malloc(lse_bytes() + 2 * GUARD_BYTES);
-    x->o = malloc(x->o_elems * 4);
-    x->lse = malloc(x->rows * 4);
-    x->g = malloc(x->o_elems * 4);
-    x->r = malloc(x->o_elems * 4);
-    x->lg = malloc(x->rows * 4);
-    x->row_empty = calloc(x->rows, 1);
-    if (!x->o_raw || !x->lse_raw || !x->o || !x->lse || !x->g || !x->r || !x->lg || !x->row_empty) {
-        say("  out of host memory\n");
-        return 1;
-    }
-    for (size_t row = 0; row < x->rows; row++) {
-        int i = (int)(row % cfg.seqlen_q);
-        x->row_empty[row] = cfg.causal && i + cfg.seqlen_k - cfg.seqlen_q < 0;
+/* Fresh inputs in the buffers x already has: poison (NaN) everywhere, so the padding between
+ * rows keeps NaN and a kernel reading through a wrong stride is caught, then normal random
+ * values (never zeros), quantized to the dtype, generated on the GPU from `seed`. */
+static int run_fill_inputs(run *x, uint64_t seed, cudaStream_t stream) {
+    x->spec.seed = seed;
+    for (int t = 0; t < 3; t++) {
+        attn_tensor_view v = view_of(x, t);
+        double sigma = t == 2 ? x->spec.sigma_v : x->spec.sigma_qk;
+        CUDA_TRY(cudaMemsetAsync(x->dbuf[t], POISON, x->bytes[t], stream));
+        CUDA_TRY(attn_fill_normal_view(inner(x->dbuf[t]), cfg.dtype, &v, seed + (uint64_t)t * 0x632be59bd9b4e019ull,
+                                       (float)sigma, stream));
     }
     return 0;
 }
 
+/* Allocates a problem of the given size (cfg's, unless 'interleaved' asks for another). */
+static int run_alloc(run *x, const run_spec *spec, int batch, int heads, int sq, int sk) {
+    memset(x, 0, sizeof *x);
+    x->spec = *spec;
+    x->batch = batch, x->heads = heads, x->seqlen_q = sq, x->seqlen_k = sk;
+    int seq[4] = {sq, sk, sk, sq};
+    for (int t = 0; t < 4; t++) {
+        x->st[t] = attn_make_strides(spec->layout[t], batch, heads, seq[t], cfg.head_dim);
+        x->bytes[t] = 2 * GUARD_BYTES + (size_t)x->st[t].extent * 2;
+        CUDA_TRY(cudaMalloc(&x->dbuf[t], x->bytes[t]));
+    }
+    x->o_elems = (size_t)batch * heads * sq * cfg.head_dim;
+    x->rows = (size_t)batch * heads * sq;
+    CUDA_TRY(cudaMalloc((void **)&x->dlse_buf, lse_bytes(x) + 2 * GUARD_BYTES));
+    CUDA_TRY(cudaMalloc((void **)&x->dg, x->o_elems * 4));
+    CUDA_TRY(cudaMalloc((void **)&x->dr, x->o_elems * 4));
+    CUDA_TRY(cudaMalloc((void **)&x->dlg, x->rows * 4));
+    fill_params(x);
+    return 0;
+}
+
+static int run_setup(run *x, const run_spec *spec) {
+    return run_alloc(x, spec, cfg.batch, cfg.heads, cfg.seqlen_q, cfg.seqlen_k) ||
+           run_fill_inputs(x, spec->seed, cfg.stream);
+}
+
+/* G, R and the golden LSE of the inputs x holds now. */
 static int run_reference(run *x) {
     char err[1024];
+    /* NaN until the reference writes them: a reference gap shows as NaN, and compute-sanitizer's
+     * initcheck, which sanitize.sh filters to the kernel under test and so never sees the
+     * reference's own kernels write, finds these buffers initialized when they are read */
+    CUDA_TRY(cudaMemsetAsync(x->dg, 0xff, x->o_elems * 4, cfg.stream));
+    CUDA_TRY(cudaMemsetAsync(x->dr, 0xff, x->o_elems * 4, cfg.stream));
+    CUDA_TRY(cudaMemsetAsync(x->dlg, 0xff, x->rows * 4, cfg.stream));
     if (attn_ref_forward(cfg.ref, &x->p, ATTN_REF_GOLDEN, x->dg, x->dlg, cfg.stream, err, sizeof err) ||
         attn_ref_forward(cfg.ref, &x->p, ATTN_REF_LOWP, x->dr, NULL, cfg.stream, err, sizeof err)) {
         say("  reference failed: %s\n", err);
         return 1;
     }
     CUDA_TRY(cudaStreamSynchronize(cfg.stream));
-    CUDA_TRY(cudaMemcpyAsync(x->g, x->dg, x->o_elems * 4, cudaMemcpyDeviceToHost, cfg.stream));
-    CUDA_TRY(cudaMemcpyAsync(x->r, x->dr, x->o_elems * 4, cudaMemcpyDeviceToHost, cfg.stream));
-    CUDA_TRY(cudaMemcpyAsync(x->lg, x->dlg, x->rows * 4, cudaMemcpyDeviceToHost, cfg.stream));
-    CUDA_TRY(cudaStreamSynchronize(cfg.stream));
     return 0;
 }
 
 typedef enum { LAUNCH_OK, LAUNCH_UNSUPPORTED, LAUNCH_FAILED } launch_result;
 
-/* Poisons O and LSE (guards included), runs the kernel, copies both buffers back whole.
- * Every operation goes on cfg.stream: nothing may race with the kernel. */
-static launch_result run_kernel(run *x) {
-    if (cudaMemsetAsync(x->dbuf[3], POISON, x->bytes[3], cfg.stream) != cudaSuccess ||
-        cudaMemsetAsync(x->dlse_buf, POISON, lse_bytes() + 2 * GUARD_BYTES, cfg.stream) != cudaSuccess) {
-        say("  cudaMemset failed: %s\n", cudaGetErrorString(cudaGetLastError()));
-        return LAUNCH_FAILED;
-    }
-    int rc = cfg.kernel->fwd(&x->p, cfg.stream);
+static void note_unsupported(const run *x) {
+    if (!cfg.unsupported[0])
+        snprintf(cfg.unsupported, sizeof cfg.unsupported,
+                 "kernel '%s' returned ATTN_UNSUPPORTED for %s %s head_dim=%d layouts q/k/v %s o %s",
+                 cfg.kernel->name, attn_dtype_name(cfg.dtype), cfg.causal ? "causal" : "full",
+                 cfg.head_dim, attn_layout_name(x->spec.layout[0]), attn_layout_name(x->spec.layout[3]));
+}
+
+/* Poisons O and LSE (guards included) on `stream`. */
+static int poison_outputs(run *x, cudaStream_t stream) {
+    CUDA_TRY(cudaMemsetAsync(x->dbuf[3], POISON, x->bytes[3], stream));
+    CUDA_TRY(cudaMemsetAsync(x->dlse_buf, POISON, lse_bytes(x) + 2 * GUARD_BYTES, stream));
+    return 0;
+}
+
+/* What fwd returned, as a launch result (the reason in msg). */
+static launch_result fwd_result(const run *x, int rc) {
     if (rc == ATTN_UNSUPPORTED) {
-        if (!cfg.unsupported[0])
-            snprintf(cfg.unsupported, sizeof cfg.unsupported,
-                     "kernel '%s' returned ATTN_UNSUPPORTED for %s %s head_dim=%d layouts q/k/v %s o %s",
-                     cfg.kernel->name, attn_dtype_name(cfg.dtype), cfg.causal ? "causal" : "full",
-                     cfg.head_dim, attn_layout_name(x->spec.layout[0]),
-                     attn_layout_name(x->spec.layout[3]));
+        note_unsupported(x);
         return LAUNCH_UNSUPPORTED;
     }
     if (rc != ATTN_OK) {
         say("  kernel '%s' returned error code %d\n", cfg.kernel->name, rc);
         return LAUNCH_FAILED;
     }
-    cudaError_t e = cudaStreamSynchronize(cfg.stream);
+    return LAUNCH_OK;
+}
+
+/* Waits for `stream`; a kernel fault or launch error is the kernel's failure. */
+static launch_result wait_kernel(cudaStream_t stream) {
+    cudaError_t e = cudaStreamSynchronize(stream);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) {
         say("  the kernel failed on the GPU: %s: %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
         return LAUNCH_FAILED;
     }
-    if (cudaMemcpyAsync(x->o_raw, x->dbuf[3], x->bytes[3], cudaMemcpyDeviceToHost, cfg.stream) != cudaSuccess ||
-        cudaMemcpyAsync(x->lse_raw, x->dlse_buf, lse_bytes() + 2 * GUARD_BYTES, cudaMemcpyDeviceToHost,
-                        cfg.stream) != cudaSuccess ||
-        cudaStreamSynchronize(cfg.stream) != cudaSuccess) {
-        say("  copying the outputs back failed: %s\n", cudaGetErrorString(cudaGetLastError()));
-        return LAUNCH_FAILED;
-    }
-    const uint16_t *o = (const uint16_t *)(x->o_raw + GUARD_BYTES);
-    size_t n = 0;
-    for (int b = 0; b < cfg.batch; b++)
-        for (int h = 0; h < cfg.heads; h++)
-            for (int s = 0; s < cfg.seqlen_q; s++)
-                for (int d = 0; d < cfg.head_dim; d++)
-                    x->o[n++] = attn_from_dtype(cfg.dtype, o[attn_offset(&x->st[3], b, h, s, d)]);
-    memcpy(x->lse, x->lse_raw + GUARD_BYTES, lse_bytes());
     return LAUNCH_OK;
 }
 
+/* Poisons O and LSE, runs the kernel, waits. Every operation goes on cfg.stream: nothing
+ * may race with the kernel. */
+static launch_result run_kernel(run *x) {
+    if (poison_outputs(x, cfg.stream)) return LAUNCH_FAILED;
+    launch_result lr = fwd_result(x, cfg.kernel->fwd(&x->p, cfg.stream));
+    return lr == LAUNCH_OK ? wait_kernel(cfg.stream) : lr;
+}
+
 /* (b, h, s, d) of logical element `i` of O */
-static void where(size_t i, int *b, int *h, int *s, int *d) {
+static void where(const run *x, size_t i, int *b, int *h, int *s, int *d) {
     *d = (int)(i % cfg.head_dim);
     i /= cfg.head_dim;
-    *s = (int)(i % cfg.seqlen_q);
-    i /= cfg.seqlen_q;
-    *h = (int)(i % cfg.heads);
-    *b = (int)(i / cfg.heads);
+    *s = (int)(i % x->seqlen_q);
+    i /= x->seqlen_q;
+    *h = (int)(i % x->heads);
+    *b = (int)(i / x->heads);
+}
+
+static int row_empty(const run *x, size_t row) {
+    return cfg.causal && (int64_t)(row % x->seqlen_q) + x->seqlen_k - x->seqlen_q < 0;
 }
 
 /* ------------------------------------------------------------------ the checks ---- */
@@ -298,13 +286,20 @@ static run_spec default_spec(int check_id) {
     return s;
 }
 
-/* Judges O by the verdict rule; appends the metrics and the worst element to msg. */
+/* Judges O by the verdict rule, its figures gathered on the GPU; appends the metrics and the
+ * worst element to msg. */
 static int judge_output(const run *x, const char *what) {
+    attn_output_stats st;
+    cudaError_t e = attn_output_stats_gpu(&x->p, x->dg, x->dr, &st, cfg.stream);
+    if (e != cudaSuccess) {
+        say("  %s: gathering the verdict's figures failed: %s\n", what, cudaGetErrorString(e));
+        return 1;
+    }
     attn_output_verdict v;
-    attn_judge_output(x->o, x->g, x->r, x->rows, cfg.head_dim, x->row_empty, cfg.dtype, &cfg.tol, &v);
+    attn_output_decide(&st, cfg.dtype, &cfg.tol, &v);
     if (v.rule == ATTN_RULE_PASS) return 0;
     int b, h, s, d;
-    where(v.worst, &b, &h, &s, &d);
+    where(x, v.worst, &b, &h, &s, &d);
     say("  %s: %s", what, attn_rule_name(v.rule));
     if (v.rule == ATTN_RULE_NONFINITE || v.rule == ATTN_RULE_EMPTY_ROW)
         say(" (%zu of %zu elements)", v.bad_count, x->o_elems);
@@ -312,25 +307,34 @@ static int judge_output(const run *x, const char *what) {
         v.max_err, v.max_bound, cfg.tol.max_factor, v.max_ref_err, v.atol, cfg.tol.atol_steps, v.step);
     say("  mean|O-G| = %.4g  bound %.4g = %g x mean|R-G| %.4g + %.3g\n", v.mean_err, v.mean_bound,
         cfg.tol.mean_factor, v.mean_ref_err, v.mean_bound - cfg.tol.mean_factor * v.mean_ref_err);
-    size_t row = v.worst / cfg.head_dim;
+    attn_tensor_view ov = view_of(x, 3);
     say("  %s element (b=%d, h=%d, s=%d, d=%d): O=%.6g G=%.6g R=%.6g%s\n",
         v.rule == ATTN_RULE_MAX || v.rule == ATTN_RULE_MEAN ? "worst" : "first bad", b, h, s, d,
-        x->o[v.worst], x->g[v.worst], x->r[v.worst],
-        x->row_empty[row] ? " (a row that sees no key)" : "");
+        attn_peek_view(x->p.o, cfg.dtype, &ov, v.worst), attn_peek_f32(x->dg, v.worst),
+        attn_peek_f32(x->dr, v.worst),
+        row_empty(x, v.worst / cfg.head_dim) ? " (a row that sees no key)" : "");
     return 1;
 }
 
-static int judge_lse(const run *x, const char *what) {
+/* The LSE rule on the GPU; *max_abs_g (optional) receives the largest finite golden |LSE|. */
+static int judge_lse(const run *x, const char *what, double *max_abs_g) {
     attn_lse_verdict v;
-    attn_judge_lse(x->lse, x->lg, x->rows, &cfg.tol, &v);
+    double top;
+    cudaError_t e = attn_lse_verdict_gpu((const float *)inner(x->dlse_buf), x->dlg, x->rows, &cfg.tol,
+                                         &v, &top, cfg.stream);
+    if (e != cudaSuccess) {
+        say("  %s: gathering the LSE figures failed: %s\n", what, cudaGetErrorString(e));
+        return 1;
+    }
+    if (max_abs_g) *max_abs_g = top;
     if (v.ok) return 0;
     size_t r = v.worst;
     say("  %s: %zu of %zu LSE values wrong (bound |L-Lg| <= %g + %g |Lg|)\n", what, v.bad_count,
         x->rows, cfg.tol.lse_atol, cfg.tol.lse_rtol);
     say("  first bad row (b=%d, h=%d, s=%d): LSE=%.7g golden=%.7g%s\n",
-        (int)(r / cfg.seqlen_q / cfg.heads), (int)(r / cfg.seqlen_q % cfg.heads),
-        (int)(r % cfg.seqlen_q), x->lse[r], x->lg[r],
-        x->row_empty[r] ? " (a row that sees no key: expected -inf)" : "");
+        (int)(r / x->seqlen_q / x->heads), (int)(r / x->seqlen_q % x->heads),
+        (int)(r % x->seqlen_q), attn_peek_f32((const float *)inner(x->dlse_buf), r),
+        attn_peek_f32(x->dlg, r), row_empty(x, r) ? " (a row that sees no key: expected -inf)" : "");
     return 1;
 }
 
@@ -368,19 +372,16 @@ static outcome check_large_inputs(void) {
     int fail;
     outcome oc = prepare(&x, &spec, "large_inputs", &fail);
     if (!fail) {
+        double top = 0;
+        int bad = judge_output(&x, "output");
+        bad |= judge_lse(&x, "lse", &top);
         /* max s <= LSE <= max s + ln(seqlen_k): |LSE| > 100 + ln(seqlen_k) puts a score
          * beyond +-100 */
-        float top = 0;
-        for (size_t i = 0; i < x.rows; i++)
-            if (isfinite(x.lg[i])) top = fmaxf(top, fabsf(x.lg[i]));
-        if (!(top > 100.0f + logf((float)cfg.seqlen_k))) {
+        if (!(top > 100.0 + log((double)cfg.seqlen_k))) {
             say("  harness error: the stimulus did not reach a score beyond +-100 (max |LSE| %g)\n", top);
-            oc = CHECK_FAIL;
-        } else {
-            int bad = judge_output(&x, "output");
-            bad |= judge_lse(&x, "lse");
-            oc = bad ? CHECK_FAIL : CHECK_PASS;
+            bad = 1;
         }
+        oc = bad ? CHECK_FAIL : CHECK_PASS;
     }
     run_free(&x);
     return oc;
@@ -393,31 +394,41 @@ static outcome check_unwritten(void) {
     int fail;
     outcome oc = prepare(&x, &spec, "unwritten", &fail);
     if (!fail) {
-        size_t n_o = 0, first_o = 0, n_l = 0, first_l = 0;
-        for (size_t i = x.o_elems; i-- > 0;)
-            if (isnan(x.o[i])) n_o++, first_o = i;
-        for (size_t i = x.rows; i-- > 0;)
-            if (isnan(x.lse[i])) n_l++, first_l = i;
-        if (n_o) {
-            int b, h, s, d;
-            where(first_o, &b, &h, &s, &d);
-            say("  %zu of %zu O elements still NaN after the launch (never written?); first at "
-                "(b=%d, h=%d, s=%d, d=%d), where G=%.6g\n", n_o, x.o_elems, b, h, s, d, x.g[first_o]);
+        attn_match o, l, lpoison;
+        attn_tensor_view ov = view_of(&x, 3);
+        if (attn_count_nan_view(x.p.o, cfg.dtype, &ov, &o, cfg.stream) != cudaSuccess ||
+            attn_count_nan_f32(x.p.lse, x.rows, &l, &lpoison, cfg.stream) != cudaSuccess) {
+            say("  counting NaN on the GPU failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+            oc = CHECK_FAIL;
+        } else {
+            if (o.count) {
+                int b, h, s, d;
+                where(&x, o.first, &b, &h, &s, &d);
+                say("  %llu of %zu O elements still NaN after the launch (never written?); first at "
+                    "(b=%d, h=%d, s=%d, d=%d), where G=%.6g\n", o.count, x.o_elems, b, h, s, d,
+                    attn_peek_f32(x.dg, o.first));
+            }
+            int lbad = l.count && l.count < x.rows; /* all NaN: no LSE at all (see check 'lse') */
+            if (lbad)
+                say("  %llu of %zu LSE values still NaN after the launch; first at row %llu\n", l.count,
+                    x.rows, l.first);
+            oc = o.count || lbad ? CHECK_FAIL : CHECK_PASS;
         }
-        if (n_l && n_l < x.rows) /* all NaN: the kernel does not write LSE (see check 'lse') */
-            say("  %zu of %zu LSE values still NaN after the launch; first at row %zu\n", n_l, x.rows, first_l);
-        oc = n_o || (n_l && n_l < x.rows) ? CHECK_FAIL : CHECK_PASS;
     }
     run_free(&x);
     return oc;
 }
 
-/* Counts bytes that differ from the poison in [from, to) of buf. */
-static size_t touched(const unsigned char *buf, size_t from, size_t to, size_t *first) {
-    size_t n = 0;
-    for (size_t i = to; i-- > from;)
-        if (buf[i] != POISON) n++, *first = i;
-    return n;
+/* Bytes of buf[from, to) that lost their poison; 0 when none (or on error, said in msg). */
+static unsigned long long touched(const void *buf, size_t from, size_t to, size_t *first) {
+    attn_match m;
+    cudaError_t e = attn_count_changed_bytes(buf, from, to, POISON, &m, cfg.stream);
+    if (e != cudaSuccess) {
+        say("  counting bytes on the GPU failed: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    *first = m.first;
+    return m.count;
 }
 
 /* 4. nothing written outside the outputs: guard bands before and after O and LSE, and the
@@ -429,31 +440,43 @@ static outcome check_guard_bands(void) {
     int fail;
     outcome oc = prepare(&x, &spec, "guard_bands", &fail);
     if (!fail) {
-        size_t first = 0, n, bad = 0;
+        size_t first = 0, bad = 0;
+        unsigned long long n;
         size_t obytes = (size_t)x.st[3].extent * 2;
-        if ((n = touched(x.o_raw, 0, GUARD_BYTES, &first)))
-            bad++, say("  %zu bytes written in the %d bytes before O (nearest at O-%zu)\n", n, GUARD_BYTES, GUARD_BYTES - first);
-        if ((n = touched(x.o_raw, GUARD_BYTES + obytes, x.bytes[3], &first)))
-            bad++, say("  %zu bytes written in the %d bytes after O's last element (first at end+%zu)\n", n, GUARD_BYTES, first - GUARD_BYTES - obytes);
+        if ((n = touched(x.dbuf[3], 0, GUARD_BYTES, &first)))
+            bad++, say("  %llu bytes written in the %d bytes before O (nearest at O-%zu)\n", n, GUARD_BYTES, GUARD_BYTES - first);
+        if ((n = touched(x.dbuf[3], GUARD_BYTES + obytes, x.bytes[3], &first)))
+            bad++, say("  %llu bytes written in the %d bytes after O's last element (first at end+%zu)\n", n, GUARD_BYTES, first - GUARD_BYTES - obytes);
         /* padding: elements of each row past heads*head_dim */
-        const uint16_t *o = (const uint16_t *)(x.o_raw + GUARD_BYTES);
-        size_t pad = 0, pad_first = 0;
-        int64_t used = (int64_t)cfg.heads * cfg.head_dim;
-        for (int64_t e = x.st[3].extent; e-- > 0;)
-            if (e % x.st[3].row >= used && o[e] != 0xffffu) pad++, pad_first = (size_t)e;
-        if (pad)
-            bad++, say("  %zu padding elements between O's rows written (row stride %lld, first at "
-                       "element %zu: s=%lld)\n", pad, (long long)x.st[3].row, pad_first,
-                       (long long)(pad_first % x.st[3].batch / x.st[3].row));
-        size_t lb = lse_bytes();
-        if ((n = touched(x.lse_raw, 0, GUARD_BYTES, &first)))
-            bad++, say("  %zu bytes written in the %d bytes before LSE\n", n, GUARD_BYTES);
-        if ((n = touched(x.lse_raw, GUARD_BYTES + lb, lb + 2 * GUARD_BYTES, &first)))
-            bad++, say("  %zu bytes written in the %d bytes after LSE's last value (first at end+%zu)\n", n, GUARD_BYTES, first - GUARD_BYTES - lb);
+        attn_match pad;
+        if (attn_count_padding_written(x.p.o, x.st[3].extent, x.st[3].row,
+                                       (int64_t)x.heads * cfg.head_dim, &pad, cfg.stream) != cudaSuccess)
+            bad++, say("  counting padding on the GPU failed\n");
+        else if (pad.count)
+            bad++, say("  %llu padding elements between O's rows written (row stride %lld, first at "
+                       "element %llu: s=%lld)\n", pad.count, (long long)x.st[3].row, pad.first,
+                       (long long)(pad.first % x.st[3].batch / x.st[3].row));
+        size_t lb = lse_bytes(&x);
+        if ((n = touched(x.dlse_buf, 0, GUARD_BYTES, &first)))
+            bad++, say("  %llu bytes written in the %d bytes before LSE\n", n, GUARD_BYTES);
+        if ((n = touched(x.dlse_buf, GUARD_BYTES + lb, lb + 2 * GUARD_BYTES, &first)))
+            bad++, say("  %llu bytes written in the %d bytes after LSE's last value (first at end+%zu)\n", n, GUARD_BYTES, first - GUARD_BYTES - lb);
         oc = bad ? CHECK_FAIL : CHECK_PASS;
     }
     run_free(&x);
     return oc;
+}
+
+/* Bytes in which a and b (device, n bytes) differ; 0 when none. */
+static unsigned long long differing(const void *a, const void *b, size_t n, size_t *first) {
+    attn_match m;
+    cudaError_t e = attn_count_diff_bytes(a, b, n, &m, cfg.stream);
+    if (e != cudaSuccess) {
+        say("  comparing on the GPU failed: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    *first = m.first;
+    return m.count;
 }
 
 /* 5. two launches on the same inputs give bit-identical O and LSE */
@@ -463,31 +486,30 @@ static outcome check_determinism(void) {
     int fail;
     outcome oc = prepare(&x, &spec, "determinism", &fail);
     if (!fail) {
-        unsigned char *o1 = malloc(x.bytes[3]), *l1 = malloc(lse_bytes() + 2 * GUARD_BYTES);
-        if (!o1 || !l1) {
-            say("  out of host memory\n");
+        void *o1 = NULL, *l1 = NULL;
+        size_t lb = lse_bytes(&x) + 2 * GUARD_BYTES;
+        if (cudaMalloc(&o1, x.bytes[3]) != cudaSuccess || cudaMalloc(&l1, lb) != cudaSuccess ||
+            cudaMemcpyAsync(o1, x.dbuf[3], x.bytes[3], cudaMemcpyDeviceToDevice, cfg.stream) != cudaSuccess ||
+            cudaMemcpyAsync(l1, x.dlse_buf, lb, cudaMemcpyDeviceToDevice, cfg.stream) != cudaSuccess) {
+            say("  keeping the first launch's outputs failed: %s\n", cudaGetErrorString(cudaGetLastError()));
             oc = CHECK_FAIL;
         } else {
-            memcpy(o1, x.o_raw, x.bytes[3]);
-            memcpy(l1, x.lse_raw, lse_bytes() + 2 * GUARD_BYTES);
             launch_result lr = run_kernel(&x);
             if (lr != LAUNCH_OK) {
                 oc = lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED : CHECK_FAIL;
             } else {
-                size_t no = 0, nl = 0, fo = 0;
-                for (size_t i = x.bytes[3]; i-- > 0;)
-                    if (o1[i] != x.o_raw[i]) no++, fo = i;
-                for (size_t i = lse_bytes() + 2 * GUARD_BYTES; i-- > 0;)
-                    if (l1[i] != x.lse_raw[i]) nl++;
+                size_t fo = 0, fl = 0;
+                unsigned long long no = differing(o1, x.dbuf[3], x.bytes[3], &fo);
+                unsigned long long nl = differing(l1, x.dlse_buf, lb, &fl);
                 if (no)
-                    say("  O differs between two launches on the same inputs in %zu bytes (first at "
+                    say("  O differs between two launches on the same inputs in %llu bytes (first at "
                         "byte %zd from O's start)\n", no, (ssize_t)fo - GUARD_BYTES);
-                if (nl) say("  LSE differs between two launches in %zu bytes\n", nl);
+                if (nl) say("  LSE differs between two launches in %llu bytes\n", nl);
                 oc = no || nl ? CHECK_FAIL : CHECK_PASS;
             }
         }
-        free(o1);
-        free(l1);
+        cudaFree(o1);
+        cudaFree(l1);
     }
     run_free(&x);
     return oc;
@@ -502,7 +524,7 @@ static outcome check_scale(void) {
     outcome oc = prepare(&x, &spec, "scale", &fail);
     if (!fail) {
         int bad = judge_output(&x, "output");
-        bad |= judge_lse(&x, "lse");
+        bad |= judge_lse(&x, "lse", NULL);
         oc = bad ? CHECK_FAIL : CHECK_PASS;
     }
     run_free(&x);
@@ -528,7 +550,7 @@ static outcome check_layouts(void) {
                      attn_layout_name(sets[i][0]), attn_layout_name(sets[i][1]),
                      attn_layout_name(sets[i][2]), attn_layout_name(sets[i][3]));
             int bad = judge_output(&x, what);
-            bad |= judge_lse(&x, "lse");
+            bad |= judge_lse(&x, "lse", NULL);
             oc = bad ? CHECK_FAIL : CHECK_PASS;
         }
         run_free(&x);
@@ -544,20 +566,226 @@ static outcome check_lse(void) {
     int fail;
     outcome oc = prepare(&x, &spec, "lse", &fail);
     if (!fail) {
-        size_t untouched = 0;
-        for (size_t i = 0; i < x.rows; i++) {
-            uint32_t bits;
-            memcpy(&bits, &x.lse[i], 4);
-            untouched += bits == 0xffffffffu;
-        }
-        if (untouched == x.rows) {
+        attn_match nan, untouched;
+        if (attn_count_nan_f32(x.p.lse, x.rows, &nan, &untouched, cfg.stream) != cudaSuccess) {
+            say("  counting LSE poison on the GPU failed\n");
+            oc = CHECK_FAIL;
+        } else if (untouched.count == x.rows) {
             if (!cfg.unsupported[0])
                 snprintf(cfg.unsupported, sizeof cfg.unsupported,
                          "kernel '%s' does not write the LSE", cfg.kernel->name);
             oc = CHECK_UNSUPPORTED;
         } else {
-            oc = judge_lse(&x, "lse") ? CHECK_FAIL : CHECK_PASS;
+            oc = judge_lse(&x, "lse", NULL) ? CHECK_FAIL : CHECK_PASS;
         }
+    }
+    run_free(&x);
+    return oc;
+}
+
+/* ------------------------------------------------------------ the kernel contract ---- */
+
+enum { GATE_TIMEOUT_S = 5 };
+
+/* Judges O (and the LSE) of x, prefixed by `what` in the message. */
+static int judge_all(const run *x, const char *what) {
+    char w[256];
+    snprintf(w, sizeof w, "%s: output", what);
+    int bad = judge_output(x, w);
+    snprintf(w, sizeof w, "%s: lse", what);
+    return bad | judge_lse(x, w, NULL);
+}
+
+/* Copies the inputs of x (q, k, v buffers, guards included) to or from `saved`. */
+static int copy_inputs(run *x, void *saved[3], int to_saved, cudaStream_t stream) {
+    for (int t = 0; t < 3; t++)
+        CUDA_TRY(cudaMemcpyAsync(to_saved ? saved[t] : x->dbuf[t], to_saved ? x->dbuf[t] : saved[t],
+                                 x->bytes[t], cudaMemcpyDeviceToDevice, stream));
+    return 0;
+}
+
+/* The gated launch of stream_order: behind the shut gate, the real inputs arrive and the
+ * outputs are poisoned; fwd is called; the gate opens only after fwd returns. */
+static outcome gated_launch(run *x, void *saved[3], cudaStream_t s, attn_gate *gate) {
+    if (attn_gate_shut(gate, s, GATE_TIMEOUT_S) != cudaSuccess || copy_inputs(x, saved, 0, s) ||
+        poison_outputs(x, s)) {
+        say("  enqueueing the gate failed\n");
+        return CHECK_FAIL;
+    }
+    int rc = cfg.kernel->fwd(&x->p, s);
+    int blocked = attn_gate_timed_out(gate); /* fwd waited for the shut gate */
+    attn_gate_open(gate);
+    launch_result lr = fwd_result(x, rc);
+    if (lr == LAUNCH_OK) lr = wait_kernel(s);
+    if (lr != LAUNCH_OK) return lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED : CHECK_FAIL;
+    if (blocked || attn_gate_timed_out(gate)) {
+        say("  fwd did not return while its stream was held (the gate opened by its %d s timeout): "
+            "fwd waits for the GPU (cudaDeviceSynchronize, cudaStreamSynchronize, a blocking copy or "
+            "cudaFree); a kernel must only enqueue work\n", GATE_TIMEOUT_S);
+        return CHECK_FAIL;
+    }
+    if (judge_all(x, "stream order")) {
+        say("  fwd was called on a non-blocking stream held by a gate until fwd returned; the "
+            "inputs arrived and the outputs were poisoned behind the gate: work not ordered on "
+            "that stream (a stream of the kernel's own, the legacy default stream, a missing "
+            "event wait) reads NaN inputs or is overwritten\n");
+        return CHECK_FAIL;
+    }
+    return CHECK_PASS;
+}
+
+/* 9. stream order and no host synchronization: fwd must only enqueue, on the stream it is
+ * given. */
+static outcome check_stream_order(void) {
+    run x;
+    run_spec spec = default_spec(9);
+    say_header("stream_order", spec.seed, spec.layout[0], spec.layout[3], spec.scale);
+    void *saved[3] = {NULL, NULL, NULL};
+    cudaStream_t s = NULL;
+    attn_gate *gate = NULL;
+    outcome oc = CHECK_FAIL;
+    /* a warm-up call outside the gate: first-call set-up (module loading, plans) is allowed */
+    if (run_setup(&x, &spec) || run_reference(&x)) goto done;
+    launch_result lr = run_kernel(&x);
+    if (lr != LAUNCH_OK) {
+        oc = lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED : CHECK_FAIL;
+        goto done;
+    }
+    for (int t = 0; t < 3; t++)
+        if (cudaMalloc(&saved[t], x.bytes[t]) != cudaSuccess) goto done;
+    /* the real inputs are kept aside; the buffers hold NaN until the gate lets them back */
+    if (copy_inputs(&x, saved, 1, cfg.stream)) goto done;
+    for (int t = 0; t < 3; t++)
+        if (cudaMemsetAsync(x.dbuf[t], POISON, x.bytes[t], cfg.stream) != cudaSuccess) goto done;
+    if (cudaStreamSynchronize(cfg.stream) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+        attn_gate_create(&gate) != cudaSuccess) {
+        say("  setting up the gate failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        goto done;
+    }
+    oc = gated_launch(&x, saved, s, gate);
+done:
+    if (s) cudaStreamSynchronize(s), cudaStreamDestroy(s);
+    attn_gate_destroy(gate);
+    for (int t = 0; t < 3; t++) cudaFree(saved[t]);
+    run_free(&x);
+    return oc;
+}
+
+/* Captures one fwd call on a fresh stream in global mode; 0 with *exec, or 1 (said). */
+static int capture(run *x, cudaGraphExec_t *exec) {
+    cudaStream_t s;
+    cudaGraph_t graph = NULL;
+    CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    int rc = e == cudaSuccess ? cfg.kernel->fwd(&x->p, s) : ATTN_OK;
+    cudaError_t e2 = cudaStreamEndCapture(s, &graph);
+    if (e == cudaSuccess) e = e2;
+    cudaGetLastError(); /* a failed capture's error is not the next call's */
+    cudaStreamDestroy(s);
+    if (e != cudaSuccess || rc != ATTN_OK || !graph) {
+        say("  fwd could not be captured into a CUDA graph (stream capture, global mode): %s, fwd "
+            "returned %d. fwd must only enqueue work on its stream: no host synchronization, no "
+            "cudaMalloc/cudaFree, no work on another stream that is not joined back\n",
+            e != cudaSuccess ? cudaGetErrorString(e) : "no graph", rc);
+        if (graph) cudaGraphDestroy(graph);
+        return 1;
+    }
+    e = cudaGraphInstantiate(exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        say("  the captured graph does not instantiate: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    return 0;
+}
+
+/* 10. fwd under CUDA graph capture; replays on new inputs in the same buffers are right */
+static outcome check_graph_capture(void) {
+    run x;
+    run_spec spec = default_spec(10);
+    say_header("graph_capture", spec.seed, spec.layout[0], spec.layout[3], spec.scale);
+    cudaGraphExec_t exec = NULL;
+    outcome oc = CHECK_FAIL;
+    if (run_setup(&x, &spec)) goto done;
+    launch_result lr = run_kernel(&x); /* warm-up outside the capture */
+    if (lr != LAUNCH_OK) {
+        oc = lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED : CHECK_FAIL;
+        goto done;
+    }
+    if (capture(&x, &exec)) goto done;
+    for (int replay = 1; replay <= 2; replay++) {
+        char what[64];
+        snprintf(what, sizeof what, "replay %d of the captured graph on new inputs", replay);
+        if (run_fill_inputs(&x, spec.seed + 0x51ed2701u * (uint64_t)replay, cfg.stream) ||
+            run_reference(&x) || poison_outputs(&x, cfg.stream))
+            goto done;
+        if (cudaGraphLaunch(exec, cfg.stream) != cudaSuccess || wait_kernel(cfg.stream) != LAUNCH_OK) {
+            say("  %s failed: %s\n", what, cudaGetErrorString(cudaGetLastError()));
+            goto done;
+        }
+        if (judge_all(&x, what)) goto done;
+    }
+    oc = CHECK_PASS;
+done:
+    if (exec) cudaGraphExecDestroy(exec);
+    run_free(&x);
+    return oc;
+}
+
+/* One call of 'interleaved': new inputs, reference, launch, verdict. */
+static outcome interleaved_call(run *x, uint64_t seed, const char *what) {
+    if (run_fill_inputs(x, seed, cfg.stream) || run_reference(x)) return CHECK_FAIL;
+    launch_result lr = run_kernel(x);
+    if (lr != LAUNCH_OK) {
+        if (lr == LAUNCH_FAILED) say("  (in %s)\n", what);
+        return lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED : CHECK_FAIL;
+    }
+    if (judge_all(x, what)) {
+        say("  the kernel keeps state across calls (a shape, a pointer or a plan from an earlier "
+            "call): calls alternated between two problems of different sizes\n");
+        return CHECK_FAIL;
+    }
+    return CHECK_PASS;
+}
+
+/* 11. no state across calls: problems A and B (another batch, heads and lengths) interleaved,
+ * A again on new buffers, B again on new inputs; each output verified */
+static outcome check_interleaved(void) {
+    run a1, b, a2;
+    memset(&a1, 0, sizeof a1), memset(&b, 0, sizeof b), memset(&a2, 0, sizeof a2);
+    run_spec spec = default_spec(11);
+    say_header("interleaved", spec.seed, spec.layout[0], spec.layout[3], spec.scale);
+    int bb = cfg.batch + 1, bh = cfg.heads + 1, bq = cfg.seqlen_q + 19, bk = cfg.seqlen_k + 41;
+    char wb[2][160];
+    for (int i = 0; i < 2; i++)
+        snprintf(wb[i], sizeof wb[i], "call %d (problem B: batch=%d heads=%d seqlen_q=%d seqlen_k=%d)",
+                 2 + 2 * i, bb, bh, bq, bk);
+    outcome oc = CHECK_FAIL;
+    if (run_alloc(&a1, &spec, cfg.batch, cfg.heads, cfg.seqlen_q, cfg.seqlen_k) ||
+        run_alloc(&b, &spec, bb, bh, bq, bk) ||
+        run_alloc(&a2, &spec, cfg.batch, cfg.heads, cfg.seqlen_q, cfg.seqlen_k))
+        goto done;
+    if ((oc = interleaved_call(&a1, spec.seed, "call 1 (problem A)")) != CHECK_PASS ||
+        (oc = interleaved_call(&b, spec.seed + 1, wb[0])) != CHECK_PASS ||
+        (oc = interleaved_call(&a2, spec.seed + 2, "call 3 (problem A again, on other buffers)")) != CHECK_PASS)
+        goto done;
+    oc = interleaved_call(&b, spec.seed + 3, wb[1]);
+done:
+    run_free(&a1), run_free(&b), run_free(&a2);
+    return oc;
+}
+
+/* 12. one launch, nothing judged: what compute-sanitizer watches (scripts/sanitize.sh). No
+ * reference runs, so the only other kernels in the process are the input generators. */
+static outcome check_launch(void) {
+    run x;
+    run_spec spec = default_spec(12);
+    say_header("launch", spec.seed, spec.layout[0], spec.layout[3], spec.scale);
+    outcome oc = CHECK_FAIL;
+    if (!run_setup(&x, &spec)) {
+        launch_result lr = run_kernel(&x);
+        oc = lr == LAUNCH_OK ? CHECK_PASS : lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED : CHECK_FAIL;
     }
     run_free(&x);
     return oc;
@@ -587,18 +815,55 @@ CHECK_TEST(determinism)
 CHECK_TEST(scale)
 CHECK_TEST(layouts)
 CHECK_TEST(lse)
+CHECK_TEST(stream_order)
+CHECK_TEST(graph_capture)
+CHECK_TEST(interleaved)
+CHECK_TEST(launch)
 
-static Suite *make_suite(void) {
-    Suite *s = suite_create(cfg.name);
-    struct { const char *name; const TTest *test; } cases[] = {
-        {"accuracy", test_accuracy},       {"large_inputs", test_large_inputs},
-        {"unwritten", test_unwritten},     {"guard_bands", test_guard_bands},
-        {"determinism", test_determinism}, {"scale", test_scale},
-        {"layouts", test_layouts},         {"lse", test_lse},
+/* Every check, by name; --checks picks some (default: the correctness checks). Then the
+ * kernel contract (tests labelled 'contract'), and 'launch' for the sanitizers. */
+static const char *const CHECK_NAMES[] = {
+    "accuracy", "large_inputs", "unwritten", "guard_bands", "determinism", "scale", "layouts",
+    "lse", "stream_order", "graph_capture", "interleaved", "launch",
+};
+enum { N_CHECKS = sizeof CHECK_NAMES / sizeof CHECK_NAMES[0] };
+static const char *DEFAULT_CHECKS =
+    "accuracy,large_inputs,unwritten,guard_bands,determinism,scale,layouts,lse";
+
+/* 1 iff `name` is an element of the comma-separated `list` */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
+/* 0, or the first unknown name of the list in `bad` */
+static int checks_valid(const char *list, char *bad, size_t badlen) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int known = 0;
+        for (int i = 0; i < N_CHECKS; i++) known |= !strcmp(CHECK_NAMES[i], tok);
+        if (!known) {
+            snprintf(bad, badlen, "%s", tok);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static Suite *make_suite(const char *checks) {
+    const TTest *tests[N_CHECKS] = {
+        test_accuracy,    test_large_inputs, test_unwritten,   test_guard_bands,
+        test_determinism, test_scale,        test_layouts,     test_lse,
+        test_stream_order, test_graph_capture, test_interleaved, test_launch,
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_test(tc, cases[i].test);
+    Suite *s = suite_create(cfg.name);
+    for (int i = 0; i < N_CHECKS; i++) {
+        if (!listed(checks, CHECK_NAMES[i])) continue;
+        TCase *tc = tcase_create(CHECK_NAMES[i]);
+        tcase_add_test(tc, tests[i]);
         suite_add_tcase(s, tc);
     }
     return s;
@@ -609,7 +874,10 @@ static void usage(const char *why) {
             "attn_correctness: %s\n"
             "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so] --dtype fp16|bf16\n"
             "         --head-dim D --mask full|causal --seqlen-q N --seqlen-k N --batch B --heads H\n"
-            "         --tolerance FILE.ini\n",
+            "         --tolerance FILE.ini [--checks NAME,...]\n"
+            "checks: accuracy large_inputs unwritten guard_bands determinism scale layouts lse\n"
+            "        (the default), stream_order graph_capture interleaved (the kernel contract),\n"
+            "        launch (one fwd, nothing judged: for compute-sanitizer)\n",
             why);
     exit(2);
 }
@@ -624,20 +892,41 @@ static int positive_arg(const char *opt, const char *s) {
     return (int)v;
 }
 
-int main(int argc, char **argv) {
-    const char *kernel = NULL, *plugin = NULL, *tolerance = NULL, *dtype = NULL, *mask = NULL;
+/* The scale rows need tens of GB: with less free GPU memory than a check needs, skip and
+ * say so (a smaller GPU cannot run them; that is not a pass). The largest check holds q, k,
+ * v, o and a copy of o in the dtype, and G, R in float. */
+static int enough_memory(void) {
+    double eq = (double)cfg.batch * cfg.heads * cfg.seqlen_q * cfg.head_dim;
+    double ek = (double)cfg.batch * cfg.heads * cfg.seqlen_k * cfg.head_dim;
+    double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq) + (256 << 20);
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
+    printf("SKIPPED: this shape needs about %.1f GiB of GPU memory; %.1f GiB of %.1f GiB are free\n",
+           need / (1 << 30), free_b / 1073741824.0, total_b / 1073741824.0);
+    return 0;
+}
+
+typedef struct {
+    const char *kernel, *plugin, *tolerance, *checks;
+} args;
+
+/* The command line into cfg and a; exits 2 with the usage on anything malformed. */
+static void parse_args(int argc, char **argv, args *a) {
+    const char *dtype = NULL, *mask = NULL;
+    a->checks = DEFAULT_CHECKS;
     static const struct option opts[] = {
         {"name", 1, 0, 'n'},     {"kernel", 1, 0, 'k'},   {"plugin", 1, 0, 'p'},
         {"dtype", 1, 0, 't'},    {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},
         {"seqlen-q", 1, 0, 'q'}, {"seqlen-k", 1, 0, 's'}, {"batch", 1, 0, 'b'},
-        {"heads", 1, 0, 'h'},    {"tolerance", 1, 0, 'T'}, {0, 0, 0, 0},
+        {"heads", 1, 0, 'h'},    {"tolerance", 1, 0, 'T'}, {"checks", 1, 0, 'c'},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'n': cfg.name = optarg; break;
-        case 'k': kernel = optarg; break;
-        case 'p': plugin = optarg; break;
+        case 'k': a->kernel = optarg; break;
+        case 'p': a->plugin = optarg; break;
         case 't': dtype = optarg; break;
         case 'd': cfg.head_dim = positive_arg("--head-dim", optarg); break;
         case 'm': mask = optarg; break;
@@ -645,24 +934,34 @@ int main(int argc, char **argv) {
         case 's': cfg.seqlen_k = positive_arg("--seqlen-k", optarg); break;
         case 'b': cfg.batch = positive_arg("--batch", optarg); break;
         case 'h': cfg.heads = positive_arg("--heads", optarg); break;
-        case 'T': tolerance = optarg; break;
+        case 'T': a->tolerance = optarg; break;
+        case 'c': a->checks = optarg; break;
         default: usage("unknown option");
         }
     }
     if (optind != argc) usage("unexpected argument");
-    if (!cfg.name || !kernel || !dtype || !mask || !tolerance || !cfg.head_dim || !cfg.seqlen_q ||
+    if (!cfg.name || !a->kernel || !dtype || !mask || !a->tolerance || !cfg.head_dim || !cfg.seqlen_q ||
         !cfg.seqlen_k || !cfg.batch || !cfg.heads)
         usage("missing option");
     if (attn_dtype_parse(dtype, &cfg.dtype)) usage("--dtype: expected fp16 or bf16");
     if (strcmp(mask, "full") && strcmp(mask, "causal")) usage("--mask: expected full or causal");
     cfg.causal = !strcmp(mask, "causal");
+    char bad[128];
+    if (checks_valid(a->checks, bad, sizeof bad)) {
+        fprintf(stderr, "attn_correctness: --checks: unknown check '%s'\n", bad);
+        exit(2);
+    }
+}
 
+int main(int argc, char **argv) {
+    args a = {0};
+    parse_args(argc, argv, &a);
     char err[1024];
-    if (attn_tolerance_load(tolerance, &cfg.tol, err, sizeof err)) {
+    if (attn_tolerance_load(a.tolerance, &cfg.tol, err, sizeof err)) {
         fprintf(stderr, "attn_correctness: %s\n", err);
         return 2;
     }
-    cfg.kernel = attn_find_kernel(kernel, plugin, err, sizeof err);
+    cfg.kernel = attn_find_kernel(a.kernel, a.plugin, err, sizeof err);
     if (!cfg.kernel) {
         fprintf(stderr, "attn_correctness: %s\n", err);
         return 2;
@@ -676,6 +975,7 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp prop;
     if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
         printf("GPU %d: %s, PCI %04x:%02x:%02x\n", dev, prop.name, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+    if (!enough_memory()) return ATTN_EXIT_SKIP;
     cudaError_t e = cudaStreamCreate(&cfg.stream);
     if (e != cudaSuccess) {
         printf("FAILED: cannot create a CUDA stream: %s\n", cudaGetErrorString(e));
@@ -686,7 +986,7 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    SRunner *sr = srunner_create(make_suite());
+    SRunner *sr = srunner_create(make_suite(a.checks));
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -43,57 +43,125 @@ enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
         ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));        \
     } while (0)
 
-static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
+/* One oracle case: its shape, the host inputs in the dtype (through the layout's strides) and
+ * widened to float (BHSD, the oracle's input), the oracle's, the GPU reference's and the
+ * baseline's outputs, and their device copies. It lives in `current` so that the checked
+ * teardown can free it after a failed assertion (CK_NOFORK: the test longjmps out). Fields
+ * keep the names the checks used to print. */
+struct oracle_case {
+    int sq, sk, causal, batch, heads, d;
+    attn_layout layout;
+    attn_strides stq, stk;
+    size_t nq, nk, no, rows;
+    char name[128];
+    double scale, vmax; /* softmax scale; max|V|, for the low-precision bound */
+    uint16_t *hq, *hk, *hv, *bo;
+    float *fq, *fk, *fv; /* BHSD */
+    double *xo, *xl;
+    float *go, *ro, *gl;
+    void *dq, *dk, *dv, *dbo;
+    float *dgo, *dro, *dgl;
+};
+static struct oracle_case current;
+
+/* Frees whatever c holds (NULL pointers are skipped, so a second call, or the teardown after a
+ * passing case, makes no CUDA call) and zeroes it. The baseline's O goes first, as it did
+ * when it was freed right after its check. */
+static void free_case(struct oracle_case *c) {
+    void *dev[] = {c->dbo, c->dq, c->dk, c->dv, c->dgo, c->dro, c->dgl};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i]) cudaFree(dev[i]);
+    free(c->bo);
+    free(c->hq), free(c->hk), free(c->hv), free(c->fq), free(c->fk), free(c->fv), free(c->xo), free(c->xl);
+    free(c->go), free(c->ro), free(c->gl);
+    memset(c, 0, sizeof *c);
+}
+
+static void teardown(void) { free_case(&current); }
+
+/* The shape, its sizes and name, and the host buffers. */
+static void case_init(struct oracle_case *c, int sq, int sk, int causal, int batch, int heads,
+                      attn_layout layout) {
+    memset(c, 0, sizeof *c);
     int d = head_dim;
-    attn_strides stq = attn_make_strides(layout, batch, heads, sq, d);
-    attn_strides stk = attn_make_strides(layout, batch, heads, sk, d);
-    size_t nq = (size_t)stq.extent, nk = (size_t)stk.extent, no = (size_t)batch * heads * sq * d;
+    c->sq = sq, c->sk = sk, c->causal = causal, c->batch = batch, c->heads = heads, c->d = d;
+    c->layout = layout;
+    c->stq = attn_make_strides(layout, batch, heads, sq, d);
+    c->stk = attn_make_strides(layout, batch, heads, sk, d);
+    size_t nq = (size_t)c->stq.extent, nk = (size_t)c->stk.extent, no = (size_t)batch * heads * sq * d;
     size_t rows = (size_t)batch * heads * sq;
+    c->nq = nq, c->nk = nk, c->no = no, c->rows = rows;
     uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nk * 2);
     float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nk * 4); /* BHSD */
     double *xo = malloc(no * 8), *xl = malloc(rows * 8);
     float *go = malloc(no * 4), *ro = malloc(no * 4), *gl = malloc(rows * 4);
+    /* into c before the assertion, so that the teardown frees those that were allocated */
+    c->hq = hq, c->hk = hk, c->hv = hv, c->fq = fq, c->fk = fk, c->fv = fv;
+    c->xo = xo, c->xl = xl, c->go = go, c->ro = ro, c->gl = gl;
     ck_assert(hq && hk && hv && fq && fk && fv && xo && xl && go && ro && gl);
 
-    char name[128];
-    snprintf(name, sizeof name, "reference/%s/d%d/q%dk%d/%d/b%dh%d/%s", attn_dtype_name(dtype), d, sq, sk,
+    snprintf(c->name, sizeof c->name, "reference/%s/d%d/q%dk%d/%d/b%dh%d/%s", attn_dtype_name(dtype), d, sq, sk,
              causal, batch, heads, attn_layout_name(layout));
+    c->scale = 1.0 / sqrt((double)d);
+}
+
+/* Q, K, V from the generator seeded by the case's name: in the dtype through the layout's
+ * strides for the GPU, and the same values widened to float (BHSD) for the oracle. */
+static void fill_inputs(struct oracle_case *c) {
     attn_rng rng;
-    attn_rng_init(&rng, attn_seed_from_name(name));
-    uint16_t *h16[3] = {hq, hk, hv};
-    float *f32[3] = {fq, fk, fv};
+    attn_rng_init(&rng, attn_seed_from_name(c->name));
+    uint16_t *h16[3] = {c->hq, c->hk, c->hv};
+    float *f32[3] = {c->fq, c->fk, c->fv};
     double vmax = 0;
     for (int t = 0; t < 3; t++) {
-        int seq = t == 0 ? sq : sk;
-        attn_strides *st = t == 0 ? &stq : &stk;
+        int seq = t == 0 ? c->sq : c->sk;
+        attn_strides *st = t == 0 ? &c->stq : &c->stk;
         size_t n = 0;
-        for (int b = 0; b < batch; b++)
-            for (int h = 0; h < heads; h++)
+        for (int b = 0; b < c->batch; b++)
+            for (int h = 0; h < c->heads; h++)
                 for (int s = 0; s < seq; s++)
-                    for (int e = 0; e < d; e++) {
+                    for (int e = 0; e < c->d; e++) {
                         uint16_t bits = attn_to_dtype(dtype, (float)attn_rng_normal(&rng));
                         h16[t][attn_offset(st, b, h, s, e)] = bits;
                         f32[t][n++] = attn_from_dtype(dtype, bits);
                         if (t == 2) vmax = fmax(vmax, fabs(f32[t][n - 1]));
                     }
     }
-    double scale = 1.0 / sqrt((double)d);
-    attn_oracle_forward(batch, heads, sq, sk, d, causal, (double)(float)scale, fq, fk, fv, xo, xl);
+    c->vmax = vmax;
+}
 
+/* Device buffers, and the inputs copied in. Each pointer goes into c as soon as it exists, so
+ * that the teardown frees it if a later call fails; the locals keep the names CK_CUDA prints. */
+static void upload_inputs(struct oracle_case *c) {
+    const size_t nq = c->nq, nk = c->nk, no = c->no, rows = c->rows;
+    const uint16_t *hq = c->hq, *hk = c->hk, *hv = c->hv;
     void *dq, *dk, *dv;
     float *dgo, *dro, *dgl;
     CK_CUDA(cudaMalloc(&dq, nq * 2));
+    c->dq = dq;
     CK_CUDA(cudaMalloc(&dk, nk * 2));
+    c->dk = dk;
     CK_CUDA(cudaMalloc(&dv, nk * 2));
+    c->dv = dv;
     CK_CUDA(cudaMalloc((void **)&dgo, no * 4));
+    c->dgo = dgo;
     CK_CUDA(cudaMalloc((void **)&dro, no * 4));
+    c->dro = dro;
     CK_CUDA(cudaMalloc((void **)&dgl, rows * 4));
+    c->dgl = dgl;
     CK_CUDA(cudaMemcpy(dq, hq, nq * 2, cudaMemcpyHostToDevice));
     CK_CUDA(cudaMemcpy(dk, hk, nk * 2, cudaMemcpyHostToDevice));
     CK_CUDA(cudaMemcpy(dv, hv, nk * 2, cudaMemcpyHostToDevice));
+}
+
+/* The baseline, then the golden and the low-precision reference, each copied back. */
+static void run_gpu(struct oracle_case *c) {
+    const size_t nq = c->nq, no = c->no, rows = c->rows;
+    const attn_strides stq = c->stq, stk = c->stk;
+    float *go = c->go, *ro = c->ro, *gl = c->gl, *dgo = c->dgo, *dro = c->dro, *dgl = c->dgl;
     attn_fwd_params p = {
-        .dtype = dtype, .batch = batch, .heads = heads, .seqlen_q = sq, .seqlen_k = sk,
-        .head_dim = d, .causal = causal, .softmax_scale = (float)scale, .q = dq, .k = dk, .v = dv,
+        .dtype = dtype, .batch = c->batch, .heads = c->heads, .seqlen_q = c->sq, .seqlen_k = c->sk,
+        .head_dim = c->d, .causal = c->causal, .softmax_scale = (float)c->scale, .q = c->dq, .k = c->dk, .v = c->dv,
         .q_batch_stride = stq.batch, .q_head_stride = stq.head, .q_row_stride = stq.row,
         .k_batch_stride = stk.batch, .k_head_stride = stk.head, .k_row_stride = stk.row,
         .v_batch_stride = stk.batch, .v_head_stride = stk.head, .v_row_stride = stk.row,
@@ -102,8 +170,10 @@ static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_l
     /* the baseline first, into O (the dtype, through Q's strides) */
     void *dbo;
     uint16_t *bo = malloc(nq * 2);
+    c->bo = bo;
     ck_assert(bo);
     CK_CUDA(cudaMalloc(&dbo, nq * 2));
+    c->dbo = dbo;
     CK_CUDA(cudaMemset(dbo, 0xff, nq * 2)); /* NaN-poisoned: every element must be written */
     p.o = dbo, p.o_batch_stride = stq.batch, p.o_head_stride = stq.head, p.o_row_stride = stq.row;
     ck_assert_msg(!attn_ref_baseline(ref, &p, 0, err, sizeof err), "%s", err);
@@ -115,54 +185,80 @@ static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_l
     CK_CUDA(cudaMemcpy(go, dgo, no * 4, cudaMemcpyDeviceToHost));
     CK_CUDA(cudaMemcpy(ro, dro, no * 4, cudaMemcpyDeviceToHost));
     CK_CUDA(cudaMemcpy(gl, dgl, rows * 4, cudaMemcpyDeviceToHost));
+}
 
+/* Golden and low-precision O against the oracle (and exact zeros where a row sees no key).
+ * Returns the low-precision bound, which the baseline is held to as well. */
+static double check_o(const struct oracle_case *c) {
+    const float *go = c->go, *ro = c->ro;
+    const double *xo = c->xo, *xl = c->xl;
     double xmax = 0, gerr = 0, rerr = 0;
     size_t gworst = 0, rworst = 0;
-    for (size_t i = 0; i < no; i++) xmax = fmax(xmax, fabs(xo[i]));
-    for (size_t i = 0; i < no; i++) {
+    for (size_t i = 0; i < c->no; i++) xmax = fmax(xmax, fabs(xo[i]));
+    for (size_t i = 0; i < c->no; i++) {
         double eg = fabs(go[i] - xo[i]), er = fabs(ro[i] - xo[i]);
         if (!(eg <= gerr)) gerr = eg, gworst = i; /* NaN is taken as the worst */
         if (!(er <= rerr)) rerr = er, rworst = i;
-        size_t row = i / d;
+        size_t row = i / c->d;
         if (isinf(xl[row])) {
             ck_assert_msg(go[i] == 0.0f && ro[i] == 0.0f,
-                          "%s: row %zu sees no key but O is G=%g R=%g", name, row, go[i], ro[i]);
+                          "%s: row %zu sees no key but O is G=%g R=%g", c->name, row, go[i], ro[i]);
         }
     }
     double gbound = 1e-5 * fmax(1.0, xmax);
-    double rbound = 2 * attn_dtype_step(dtype, xmax) + ldexp(vmax, dtype == ATTN_BF16 ? -7 : -10);
+    double rbound = 2 * attn_dtype_step(dtype, xmax) + ldexp(c->vmax, dtype == ATTN_BF16 ? -7 : -10);
     ck_assert_msg(gerr <= gbound, "%s: golden O off the float64 oracle: max err %.3g > %.3g at %zu (G=%.8g X=%.8g)",
-                  name, gerr, gbound, gworst, go[gworst], xo[gworst]);
+                  c->name, gerr, gbound, gworst, go[gworst], xo[gworst]);
     ck_assert_msg(rerr <= rbound, "%s: low-precision O off the oracle: max err %.3g > %.3g at %zu (R=%.8g X=%.8g)",
-                  name, rerr, rbound, rworst, ro[rworst], xo[rworst]);
+                  c->name, rerr, rbound, rworst, ro[rworst], xo[rworst]);
+    return rbound;
+}
+
+/* The baseline's O (the dtype, through Q's strides) against the oracle's BHSD O. */
+static void check_baseline_o(const struct oracle_case *c, double rbound) {
     double berr = 0;
     size_t bworst = 0;
     float bval = 0;
-    for (int b = 0; b < batch; b++)
-        for (int h = 0; h < heads; h++)
-            for (int s = 0; s < sq; s++)
-                for (int e = 0; e < d; e++) {
-                    size_t i = (((size_t)b * heads + h) * sq + s) * d + e; /* the oracle's BHSD index */
-                    float o = attn_from_dtype(dtype, bo[attn_offset(&stq, b, h, s, e)]);
-                    double eb = fabs(o - xo[i]);
+    for (int b = 0; b < c->batch; b++)
+        for (int h = 0; h < c->heads; h++)
+            for (int s = 0; s < c->sq; s++)
+                for (int e = 0; e < c->d; e++) {
+                    size_t i = (((size_t)b * c->heads + h) * c->sq + s) * c->d + e; /* the oracle's BHSD index */
+                    float o = attn_from_dtype(dtype, c->bo[attn_offset(&c->stq, b, h, s, e)]);
+                    double eb = fabs(o - c->xo[i]);
                     if (!(eb <= berr)) berr = eb, bworst = i, bval = o;
                 }
     ck_assert_msg(berr <= rbound, "%s: the baseline's O off the oracle: max err %.3g > %.3g at %zu (O=%.8g X=%.8g)",
-                  name, berr, rbound, bworst, bval, xo[bworst]);
-    cudaFree(dbo);
-    free(bo);
-    for (size_t r = 0; r < rows; r++) {
+                  c->name, berr, rbound, bworst, bval, c->xo[bworst]);
+}
+
+/* The golden LSE against the oracle's: -inf exactly where a row sees no key. */
+static void check_lse(const struct oracle_case *c) {
+    const float *gl = c->gl;
+    const double *xl = c->xl;
+    for (size_t r = 0; r < c->rows; r++) {
         if (isinf(xl[r])) {
-            ck_assert_msg(isinf(gl[r]) && gl[r] < 0, "%s: row %zu sees no key, LSE %g (want -inf)", name, r, gl[r]);
+            ck_assert_msg(isinf(gl[r]) && gl[r] < 0, "%s: row %zu sees no key, LSE %g (want -inf)", c->name, r, gl[r]);
         } else {
             double e = fabs(gl[r] - xl[r]);
             ck_assert_msg(e <= 1e-5 * (1 + fabs(xl[r])), "%s: golden LSE row %zu: %.8g vs oracle %.8g",
-                          name, r, gl[r], xl[r]);
+                          c->name, r, gl[r], xl[r]);
         }
     }
-    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dgo), cudaFree(dro), cudaFree(dgl);
-    free(hq), free(hk), free(hv), free(fq), free(fk), free(fv), free(xo), free(xl);
-    free(go), free(ro), free(gl);
+}
+
+static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
+    struct oracle_case *c = &current;
+    case_init(c, sq, sk, causal, batch, heads, layout);
+    fill_inputs(c);
+    attn_oracle_forward(batch, heads, sq, sk, c->d, causal, (double)(float)c->scale, c->fq, c->fk, c->fv,
+                        c->xo, c->xl);
+    upload_inputs(c);
+    run_gpu(c);
+    double rbound = check_o(c);
+    check_baseline_o(c, rbound);
+    check_lse(c);
+    free_case(c);
 }
 
 START_TEST(full) { check_shape(shapes[_i][0], shapes[_i][1], 0, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
@@ -194,6 +290,7 @@ int main(int argc, char **argv) {
     }
     Suite *s = suite_create("reference_vs_oracle");
     TCase *tc = tcase_create("oracle");
+    tcase_add_checked_fixture(tc, NULL, teardown); /* frees a case that failed part way */
     tcase_add_loop_test(tc, full, 0, N_SHAPES);
     tcase_add_loop_test(tc, causal, 0, N_SHAPES);
     tcase_add_loop_test(tc, baseline_batching, 0, N_BASELINE_CASES);

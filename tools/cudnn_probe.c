@@ -74,166 +74,226 @@ static void describe_keyless(const uint16_t *ho, attn_dtype dt, const attn_strid
                  sq - sk - 1, zeros, nans, untouched, other, other_max);
 }
 
-static void run_case(attn_dtype dt, int d, int causal, int sq, int sk, const char *label) {
-    char name[160], why[4096] = "", line[256];
-    snprintf(name, sizeof name, "cudnn_probe/%s/d%d/%s/q%dk%d", attn_dtype_name(dt), d,
-             causal ? "causal" : "full", sq, sk);
-    snprintf(line, sizeof line, "%-4s d%-3d %-6s q%-4d k%-4d%s%s", attn_dtype_name(dt), d,
-             causal ? "causal" : "full", sq, sk, label ? " " : "", label ? label : "");
+/* One case: its parameters, buffers and plan, so each step below takes one argument and
+ * free_case releases whatever the steps got to. */
+typedef struct {
+    attn_dtype dt;
+    int d, causal, sq, sk;
+    char name[160], why[4096], line[256];
+    char note[4096]; /* plan_create's note on the graph form it chose */
+    attn_strides stq, stk;
+    size_t nq, nk, ng; /* elements of Q/O, K/V, and the float32 golden output */
+    uint16_t *hq, *hk, *hv, *ho;
+    float *hg;
+    void *dq, *dk, *dv, *dout;
+    float *dg;
+    attn_fwd_params p;
+    attn_cudnn_plan *plan;
+    cudaEvent_t ev0, ev1;
+} probe_case;
 
-    attn_strides stq = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, sq, d);
-    attn_strides stk = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, sk, d);
-    size_t nq = (size_t)stq.extent, nk = (size_t)stk.extent, ng = (size_t)BATCH * HEADS * sq * d;
-    uint16_t *hq = calloc(nq, 2), *hk = calloc(nk, 2), *hv = calloc(nk, 2), *ho = calloc(nq, 2);
-    float *hg = calloc(ng, sizeof(float));
-    void *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL;
-    float *dg = NULL;
-    attn_cudnn_plan *plan = NULL;
-    cudaEvent_t ev0 = NULL, ev1 = NULL;
-    if (!hq || !hk || !hv || !ho || !hg) {
-        printf("%s  host out of memory\n", line);
+static int alloc_host(probe_case *pc) {
+    pc->stq = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, pc->sq, pc->d);
+    pc->stk = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, pc->sk, pc->d);
+    pc->nq = (size_t)pc->stq.extent, pc->nk = (size_t)pc->stk.extent;
+    pc->ng = (size_t)BATCH * HEADS * pc->sq * pc->d;
+    pc->hq = calloc(pc->nq, 2), pc->hk = calloc(pc->nk, 2), pc->hv = calloc(pc->nk, 2), pc->ho = calloc(pc->nq, 2);
+    pc->hg = calloc(pc->ng, sizeof(float));
+    if (!pc->hq || !pc->hk || !pc->hv || !pc->ho || !pc->hg) {
+        printf("%s  host out of memory\n", pc->line);
         n_fail++;
-        goto done;
+        return -1;
     }
+    return 0;
+}
 
+/* Q, K, V: normal random numbers from the seed of the case's name */
+static void fill_inputs(probe_case *pc) {
     attn_rng rng;
-    attn_rng_init(&rng, attn_seed_from_name(name));
-    uint16_t *h16[3] = {hq, hk, hv};
+    attn_rng_init(&rng, attn_seed_from_name(pc->name));
+    uint16_t *h16[3] = {pc->hq, pc->hk, pc->hv};
     for (int t = 0; t < 3; t++) {
-        int seq = t == 0 ? sq : sk;
-        attn_strides *st = t == 0 ? &stq : &stk;
+        int seq = t == 0 ? pc->sq : pc->sk;
+        attn_strides *st = t == 0 ? &pc->stq : &pc->stk;
         for (int b = 0; b < BATCH; b++)
             for (int h = 0; h < HEADS; h++)
                 for (int s = 0; s < seq; s++)
-                    for (int e = 0; e < d; e++)
-                        h16[t][attn_offset(st, b, h, s, e)] = attn_to_dtype(dt, (float)attn_rng_normal(&rng));
+                    for (int e = 0; e < pc->d; e++)
+                        h16[t][attn_offset(st, b, h, s, e)] = attn_to_dtype(pc->dt, (float)attn_rng_normal(&rng));
     }
-    CUDA_OR(done, cudaMalloc(&dq, nq * 2));
-    CUDA_OR(done, cudaMalloc(&dk, nk * 2));
-    CUDA_OR(done, cudaMalloc(&dv, nk * 2));
-    CUDA_OR(done, cudaMalloc(&dout, nq * 2));
-    CUDA_OR(done, cudaMalloc((void **)&dg, ng * sizeof(float)));
-    CUDA_OR(done, cudaMemcpy(dq, hq, nq * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(done, cudaMemcpy(dk, hk, nk * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(done, cudaMemcpy(dv, hv, nk * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(done, cudaMemset(dout, O_SENTINEL_BYTE, nq * 2));
+}
 
-    attn_fwd_params p;
-    memset(&p, 0, sizeof p);
-    p.dtype = dt;
-    p.batch = BATCH;
-    p.heads = HEADS;
-    p.seqlen_q = sq;
-    p.seqlen_k = sk;
-    p.head_dim = d;
-    p.causal = causal;
-    p.softmax_scale = (float)(1.0 / sqrt((double)d));
-    p.q = dq;
-    p.k = dk;
-    p.v = dv;
-    p.o = dout;
-    p.lse = NULL;
-    p.q_batch_stride = stq.batch, p.q_head_stride = stq.head, p.q_row_stride = stq.row;
-    p.k_batch_stride = stk.batch, p.k_head_stride = stk.head, p.k_row_stride = stk.row;
-    p.v_batch_stride = stk.batch, p.v_head_stride = stk.head, p.v_row_stride = stk.row;
-    p.o_batch_stride = stq.batch, p.o_head_stride = stq.head, p.o_row_stride = stq.row;
+static int upload_inputs(probe_case *pc) {
+    size_t nq = pc->nq, nk = pc->nk;
+    CUDA_OR(fail, cudaMalloc(&pc->dq, nq * 2));
+    CUDA_OR(fail, cudaMalloc(&pc->dk, nk * 2));
+    CUDA_OR(fail, cudaMalloc(&pc->dv, nk * 2));
+    CUDA_OR(fail, cudaMalloc(&pc->dout, nq * 2));
+    CUDA_OR(fail, cudaMalloc((void **)&pc->dg, pc->ng * sizeof(float)));
+    CUDA_OR(fail, cudaMemcpy(pc->dq, pc->hq, nq * 2, cudaMemcpyHostToDevice));
+    CUDA_OR(fail, cudaMemcpy(pc->dk, pc->hk, nk * 2, cudaMemcpyHostToDevice));
+    CUDA_OR(fail, cudaMemcpy(pc->dv, pc->hv, nk * 2, cudaMemcpyHostToDevice));
+    CUDA_OR(fail, cudaMemset(pc->dout, O_SENTINEL_BYTE, nq * 2));
+    return 0;
+fail:
+    return -1;
+}
 
-    int rc = attn_cudnn_plan_create(cudnn, &p, &plan, why, sizeof why);
+static void set_params(probe_case *pc) {
+    attn_fwd_params *p = &pc->p;
+    const attn_strides *stq = &pc->stq, *stk = &pc->stk;
+    memset(p, 0, sizeof *p);
+    p->dtype = pc->dt;
+    p->batch = BATCH;
+    p->heads = HEADS;
+    p->seqlen_q = pc->sq;
+    p->seqlen_k = pc->sk;
+    p->head_dim = pc->d;
+    p->causal = pc->causal;
+    p->softmax_scale = (float)(1.0 / sqrt((double)pc->d));
+    p->q = pc->dq;
+    p->k = pc->dk;
+    p->v = pc->dv;
+    p->o = pc->dout;
+    p->lse = NULL;
+    p->q_batch_stride = stq->batch, p->q_head_stride = stq->head, p->q_row_stride = stq->row;
+    p->k_batch_stride = stk->batch, p->k_head_stride = stk->head, p->k_row_stride = stk->row;
+    p->v_batch_stride = stk->batch, p->v_head_stride = stk->head, p->v_row_stride = stk->row;
+    p->o_batch_stride = stq->batch, p->o_head_stride = stq->head, p->o_row_stride = stq->row;
+}
+
+/* A refusal is counted as refused, not failed: cuDNN may not support every case. */
+static int create_plan(probe_case *pc) {
+    int rc = attn_cudnn_plan_create(cudnn, &pc->p, &pc->plan, pc->why, sizeof pc->why);
     if (rc) {
         static int full_refusals = 0;
-        if (full_refusals++ < 2 || strlen(why) <= 600)
-            printf("%s  %s: %s\n", line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", why);
+        if (full_refusals++ < 2 || strlen(pc->why) <= 600)
+            printf("%s  %s: %s\n", pc->line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", pc->why);
         else
-            printf("%s  %s: %.600s ...\n", line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", why);
+            printf("%s  %s: %.600s ...\n", pc->line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", pc->why);
         if (rc == ATTN_UNSUPPORTED) n_refused++;
         else n_fail++;
-        goto done;
+        return -1;
     }
-    char note[4096];
-    snprintf(note, sizeof note, "%s", why);
+    snprintf(pc->note, sizeof pc->note, "%s", pc->why);
+    return 0;
+}
 
-    if (attn_cudnn_plan_run(plan, &p, stream, why, sizeof why)) {
-        printf("%s  %-15s RUN FAILED: %s\n", line, attn_cudnn_plan_kind(plan), why);
+/* The run that is checked: cuDNN, then the golden reference on the same stream; O and G
+ * copied back to the host. */
+static int run_checked(probe_case *pc) {
+    if (attn_cudnn_plan_run(pc->plan, &pc->p, stream, pc->why, sizeof pc->why)) {
+        printf("%s  %-15s RUN FAILED: %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
         n_fail++;
-        goto done;
+        return -1;
     }
-    if (attn_ref_forward(ref, &p, ATTN_REF_GOLDEN, dg, NULL, stream, why, sizeof why)) {
-        printf("%s  reference failed: %s\n", line, why);
+    if (attn_ref_forward(ref, &pc->p, ATTN_REF_GOLDEN, pc->dg, NULL, stream, pc->why, sizeof pc->why)) {
+        printf("%s  reference failed: %s\n", pc->line, pc->why);
         n_fail++;
-        goto done;
+        return -1;
     }
-    CUDA_OR(done, cudaStreamSynchronize(stream));
-    CUDA_OR(done, cudaMemcpy(ho, dout, nq * 2, cudaMemcpyDeviceToHost));
-    CUDA_OR(done, cudaMemcpy(hg, dg, ng * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OR(fail, cudaStreamSynchronize(stream));
+    CUDA_OR(fail, cudaMemcpy(pc->ho, pc->dout, pc->nq * 2, cudaMemcpyDeviceToHost));
+    CUDA_OR(fail, cudaMemcpy(pc->hg, pc->dg, pc->ng * sizeof(float), cudaMemcpyDeviceToHost));
+    return 0;
+fail:
+    return -1;
+}
 
-    /* timing: TIMED_RUNS back-to-back runs after one warm-up */
-    float ms = 0;
-    CUDA_OR(done, cudaEventCreate(&ev0));
-    CUDA_OR(done, cudaEventCreate(&ev1));
-    if (attn_cudnn_plan_run(plan, &p, stream, why, sizeof why)) {
-        printf("%s  %-15s RUN FAILED (second run): %s\n", line, attn_cudnn_plan_kind(plan), why);
+/* timing: TIMED_RUNS back-to-back runs after one warm-up; *ms is their total */
+static int time_runs(probe_case *pc, float *ms) {
+    CUDA_OR(fail, cudaEventCreate(&pc->ev0));
+    CUDA_OR(fail, cudaEventCreate(&pc->ev1));
+    if (attn_cudnn_plan_run(pc->plan, &pc->p, stream, pc->why, sizeof pc->why)) {
+        printf("%s  %-15s RUN FAILED (second run): %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
         n_fail++;
-        goto done;
+        return -1;
     }
-    CUDA_OR(done, cudaEventRecord(ev0, stream));
+    CUDA_OR(fail, cudaEventRecord(pc->ev0, stream));
     for (int i = 0; i < TIMED_RUNS; i++)
-        if (attn_cudnn_plan_run(plan, &p, stream, why, sizeof why)) {
-            printf("%s  %-15s RUN FAILED (timed run): %s\n", line, attn_cudnn_plan_kind(plan), why);
+        if (attn_cudnn_plan_run(pc->plan, &pc->p, stream, pc->why, sizeof pc->why)) {
+            printf("%s  %-15s RUN FAILED (timed run): %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
             n_fail++;
-            goto done;
+            return -1;
         }
-    CUDA_OR(done, cudaEventRecord(ev1, stream));
-    CUDA_OR(done, cudaEventSynchronize(ev1));
-    CUDA_OR(done, cudaEventElapsedTime(&ms, ev0, ev1));
+    CUDA_OR(fail, cudaEventRecord(pc->ev1, stream));
+    CUDA_OR(fail, cudaEventSynchronize(pc->ev1));
+    CUDA_OR(fail, cudaEventElapsedTime(ms, pc->ev0, pc->ev1));
+    return 0;
+fail:
+    return -1;
+}
 
+/* The case's line: the error against G, PASS/FAIL, the time; then the plan's note. */
+static void verdict(const probe_case *pc, float ms) {
+    const int d = pc->d, sq = pc->sq, sk = pc->sk;
     /* compare the rows that see a key */
     double err = 0, gmax = 0;
     long bad = 0, checked = 0;
-    int first_keyed = causal && sq > sk ? sq - sk : 0;
+    int first_keyed = pc->causal && sq > sk ? sq - sk : 0;
     for (int b = 0; b < BATCH; b++)
         for (int h = 0; h < HEADS; h++)
             for (int s = first_keyed; s < sq; s++)
                 for (int e = 0; e < d; e++) {
-                    float x = attn_from_dtype(dt, ho[attn_offset(&stq, b, h, s, e)]);
-                    float g = hg[(((size_t)b * HEADS + h) * sq + s) * d + e];
+                    float x = attn_from_dtype(pc->dt, pc->ho[attn_offset(&pc->stq, b, h, s, e)]);
+                    float g = pc->hg[(((size_t)b * HEADS + h) * sq + s) * d + e];
                     double diff = fabs((double)x - (double)g);
                     checked++;
                     if (!(diff == diff) || isinf(diff)) bad++; /* NaN / Inf in O */
                     else if (diff > err) err = diff;
                     if (fabs(g) > gmax) gmax = fabs(g);
                 }
-    double tol = dt == ATTN_BF16 ? 0.05 : 0.02;
+    double tol = pc->dt == ATTN_BF16 ? 0.05 : 0.02;
     int pass = bad == 0 && err <= tol;
     char extra[256] = "";
-    if (causal && sq > sk) describe_keyless(ho, dt, &stq, sq, sk, d, extra, sizeof extra);
+    if (pc->causal && sq > sk) describe_keyless(pc->ho, pc->dt, &pc->stq, sq, sk, d, extra, sizeof extra);
     char errtxt[64];
     if (bad) snprintf(errtxt, sizeof errtxt, "%ld non-finite of %ld", bad, checked);
     else snprintf(errtxt, sizeof errtxt, "%.3e", err);
-    printf("%s  %-15s max|O-G| %-10s (tol %.2g, max|G| %.2f) %s  %8.1f us%s%s%s\n", line,
-           attn_cudnn_plan_kind(plan), errtxt, tol, gmax, pass ? "PASS" : "FAIL",
+    printf("%s  %-15s max|O-G| %-10s (tol %.2g, max|G| %.2f) %s  %8.1f us%s%s%s\n", pc->line,
+           attn_cudnn_plan_kind(pc->plan), errtxt, tol, gmax, pass ? "PASS" : "FAIL",
            1000.0 * ms / TIMED_RUNS, extra[0] ? "  [" : "", extra, extra[0] ? "]" : "");
-    if (note[0]) { /* the first note in full, later ones cut (they repeat the same refusals) */
+    if (pc->note[0]) { /* the first note in full, later ones cut (they repeat the same refusals) */
         static int full_notes = 0;
-        if (full_notes++ == 0 || strlen(note) <= 400) printf("      note: %s\n", note);
-        else printf("      note: %.400s ...\n", note);
+        if (full_notes++ == 0 || strlen(pc->note) <= 400) printf("      note: %s\n", pc->note);
+        else printf("      note: %.400s ...\n", pc->note);
     }
     if (pass) n_pass++;
     else n_fail++;
+}
 
-done:
-    if (ev0) cudaEventDestroy(ev0);
-    if (ev1) cudaEventDestroy(ev1);
-    attn_cudnn_plan_destroy(plan);
-    cudaFree(dq);
-    cudaFree(dk);
-    cudaFree(dv);
-    cudaFree(dout);
-    cudaFree(dg);
-    free(hq);
-    free(hk);
-    free(hv);
-    free(ho);
-    free(hg);
+static void free_case(probe_case *pc) {
+    if (pc->ev0) cudaEventDestroy(pc->ev0);
+    if (pc->ev1) cudaEventDestroy(pc->ev1);
+    attn_cudnn_plan_destroy(pc->plan);
+    cudaFree(pc->dq);
+    cudaFree(pc->dk);
+    cudaFree(pc->dv);
+    cudaFree(pc->dout);
+    cudaFree(pc->dg);
+    free(pc->hq);
+    free(pc->hk);
+    free(pc->hv);
+    free(pc->ho);
+    free(pc->hg);
+}
+
+static void run_case(attn_dtype dt, int d, int causal, int sq, int sk, const char *label) {
+    probe_case pc = {.dt = dt, .d = d, .causal = causal, .sq = sq, .sk = sk, .why = ""};
+    snprintf(pc.name, sizeof pc.name, "cudnn_probe/%s/d%d/%s/q%dk%d", attn_dtype_name(dt), d,
+             causal ? "causal" : "full", sq, sk);
+    snprintf(pc.line, sizeof pc.line, "%-4s d%-3d %-6s q%-4d k%-4d%s%s", attn_dtype_name(dt), d,
+             causal ? "causal" : "full", sq, sk, label ? " " : "", label ? label : "");
+    float ms = 0;
+    /* each step prints and counts its own failure; the rest of the case is skipped */
+    if (!alloc_host(&pc)) {
+        fill_inputs(&pc);
+        if (!upload_inputs(&pc)) {
+            set_params(&pc);
+            if (!create_plan(&pc) && !run_checked(&pc) && !time_runs(&pc, &ms)) verdict(&pc, ms);
+        }
+    }
+    free_case(&pc);
     fflush(stdout);
 }
 

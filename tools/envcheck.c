@@ -32,6 +32,79 @@ static const char *version(int v, char *buf, size_t n) { /* 13000 -> "13.0" */
     return buf;
 }
 
+/* The GPU's name, capability, SMs, clocks, L2, shared memory, memory size and ECC. */
+static void report_gpu(struct cudaDeviceProp *prop) {
+    int dev = 0, khz = 0, mem_khz = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(prop, dev);
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev);
+    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev);
+    printf("GPU %d: %s, compute capability %d.%d, %d SMs, SM clock up to %d MHz, memory clock up to %d MHz\n",
+           dev, prop->name, prop->major, prop->minor, prop->multiProcessorCount, khz / 1000, mem_khz / 1000);
+    printf("  L2 %d MiB, shared memory per block %zu KiB (%zu KiB opt-in), %.1f GiB, ECC %s\n",
+           prop->l2CacheSize >> 20, prop->sharedMemPerBlock >> 10, prop->sharedMemPerBlockOptin >> 10,
+           prop->totalGlobalMem / (double)(1 << 30), prop->ECCEnabled ? "on" : "off");
+}
+
+/* Whether this build holds code that runs on the GPU; the fix names the architecture to add. */
+static void check_kernel_image(const struct cudaDeviceProp *prop) {
+    cudaError_t e = attn_probe_kernel_image();
+    if (e != cudaSuccess) {
+        char what[512], fix[512];
+        snprintf(what, sizeof what, "this build cannot run kernels on %s (sm_%d%d): %s", prop->name,
+                 prop->major, prop->minor, cudaGetErrorString(e));
+        snprintf(fix, sizeof fix, "reconfigure with -DCMAKE_CUDA_ARCHITECTURES=\"%s;%d%d%s\" and rebuild",
+                 ATTN_CUDA_ARCHS, prop->major, prop->minor, prop->major == 9 ? "a" : "");
+        problem(what, fix);
+    } else {
+        printf("  this build holds code for sm_%d%d\n", prop->major, prop->minor);
+    }
+}
+
+/* cuBLAS (a problem if missing: the reference needs it) and cuDNN (optional). */
+static void report_libraries(void) {
+    cublasHandle_t h;
+    int cublas = 0;
+    if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+        cublasGetVersion(h, &cublas);
+        cublasDestroy(h);
+        printf("cuBLAS %d.%d.%d\n", cublas / 10000, cublas / 100 % 100, cublas % 100);
+    } else {
+        problem("cuBLAS cannot be initialized (the reference and baseline need it)",
+                "check that libcublas from the CUDA toolkit is on the library path");
+    }
+    char why[512];
+    attn_cudnn *cudnn = NULL;
+    if (attn_cudnn_open(&cudnn, why, sizeof why) == 0) {
+        long v = attn_cudnn_version(cudnn);
+        printf("cuDNN %ld.%ld.%ld (the cuDNN baseline is available)\n", v / 10000, v / 100 % 100, v % 100);
+        attn_cudnn_close(cudnn);
+    } else {
+        printf("cuDNN not available (benchmarks report its speedup as not available): %s\n", why);
+    }
+}
+
+/* Whether DIR/<gpu slug>.ini exists, loads, and names this GPU. */
+static void check_thresholds(const char *thresholds_dir, const struct cudaDeviceProp *prop) {
+    char slug[256], path[1024], err[1024];
+    attn_gpu_slug(prop->name, slug, sizeof slug);
+    snprintf(path, sizeof path, "%s/%s.ini", thresholds_dir, slug);
+    static attn_thresholds t;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        char what[1400];
+        snprintf(what, sizeof what, "no thresholds file for %s (%s): benchmarks will be skipped", prop->name, path);
+        problem(what, "run attn_calibrate --write thresholds on this GPU, one benchmark run, then "
+                      "scripts/set_thresholds.py on its results file");
+    } else {
+        fclose(f);
+        if (attn_thresholds_load(path, &t, err, sizeof err)) problem(err, "fix the file at the line named");
+        else if (strcmp(t.gpu_name, prop->name)) problem("the thresholds file names another GPU", "regenerate it with attn_calibrate --write");
+        else printf("thresholds: %s (%d shape classes; peaks %.0f / %.0f TFLOP/s, %.0f GB/s)\n", path,
+                    t.nclasses, t.fp16_tflops, t.bf16_tflops, t.bandwidth_gbs);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *thresholds_dir = "thresholds";
     int skip_without_gpu = 0;
@@ -63,66 +136,11 @@ int main(int argc, char **argv) {
         problem("the driver is older than the CUDA runtime this build uses",
                 "update the NVIDIA driver, or build with an older CUDA toolkit");
 
-    int dev = 0, khz = 0, mem_khz = 0;
     struct cudaDeviceProp prop;
-    cudaGetDevice(&dev);
-    cudaGetDeviceProperties(&prop, dev);
-    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev);
-    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev);
-    printf("GPU %d: %s, compute capability %d.%d, %d SMs, SM clock up to %d MHz, memory clock up to %d MHz\n",
-           dev, prop.name, prop.major, prop.minor, prop.multiProcessorCount, khz / 1000, mem_khz / 1000);
-    printf("  L2 %d MiB, shared memory per block %zu KiB (%zu KiB opt-in), %.1f GiB, ECC %s\n",
-           prop.l2CacheSize >> 20, prop.sharedMemPerBlock >> 10, prop.sharedMemPerBlockOptin >> 10,
-           prop.totalGlobalMem / (double)(1 << 30), prop.ECCEnabled ? "on" : "off");
-
-    cudaError_t e = attn_probe_kernel_image();
-    if (e != cudaSuccess) {
-        char what[512], fix[512];
-        snprintf(what, sizeof what, "this build cannot run kernels on %s (sm_%d%d): %s", prop.name,
-                 prop.major, prop.minor, cudaGetErrorString(e));
-        snprintf(fix, sizeof fix, "reconfigure with -DCMAKE_CUDA_ARCHITECTURES=\"%s;%d%d%s\" and rebuild",
-                 ATTN_CUDA_ARCHS, prop.major, prop.minor, prop.major == 9 ? "a" : "");
-        problem(what, fix);
-    } else {
-        printf("  this build holds code for sm_%d%d\n", prop.major, prop.minor);
-    }
-
-    cublasHandle_t h;
-    int cublas = 0;
-    if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
-        cublasGetVersion(h, &cublas);
-        cublasDestroy(h);
-        printf("cuBLAS %d.%d.%d\n", cublas / 10000, cublas / 100 % 100, cublas % 100);
-    } else {
-        problem("cuBLAS cannot be initialized (the reference and baseline need it)",
-                "check that libcublas from the CUDA toolkit is on the library path");
-    }
-    attn_cudnn *cudnn = NULL;
-    if (attn_cudnn_open(&cudnn, why, sizeof why) == 0) {
-        long v = attn_cudnn_version(cudnn);
-        printf("cuDNN %ld.%ld.%ld (the cuDNN baseline is available)\n", v / 10000, v / 100 % 100, v % 100);
-        attn_cudnn_close(cudnn);
-    } else {
-        printf("cuDNN not available (benchmarks report its speedup as not available): %s\n", why);
-    }
-
-    char slug[256], path[1024], err[1024];
-    attn_gpu_slug(prop.name, slug, sizeof slug);
-    snprintf(path, sizeof path, "%s/%s.ini", thresholds_dir, slug);
-    static attn_thresholds t;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        char what[1400];
-        snprintf(what, sizeof what, "no thresholds file for %s (%s): benchmarks will be skipped", prop.name, path);
-        problem(what, "run attn_calibrate --write thresholds on this GPU, one benchmark run, then "
-                      "scripts/set_thresholds.py on its results file");
-    } else {
-        fclose(f);
-        if (attn_thresholds_load(path, &t, err, sizeof err)) problem(err, "fix the file at the line named");
-        else if (strcmp(t.gpu_name, prop.name)) problem("the thresholds file names another GPU", "regenerate it with attn_calibrate --write");
-        else printf("thresholds: %s (%d shape classes; peaks %.0f / %.0f TFLOP/s, %.0f GB/s)\n", path,
-                    t.nclasses, t.fp16_tflops, t.bf16_tflops, t.bandwidth_gbs);
-    }
+    report_gpu(&prop);
+    check_kernel_image(&prop);
+    report_libraries();
+    check_thresholds(thresholds_dir, &prop);
     printf(problems ? "%d problem(s)\n" : "ready\n", problems);
     return problems;
 }

@@ -64,87 +64,132 @@ static int reset(const char *dir) {
     return 0;
 }
 
+/* The fragments of dir, sorted by name, as one JSON array in *tests. Returns their number,
+ * 0 where there are none (or no dir), -1 (message printed, nothing kept) where one does not
+ * parse. */
+static int load_fragments(const char *dir, json_t **tests) {
+    struct dirent **list;
+    int n = scandir(dir, &list, is_fragment, alphasort);
+    if (n <= 0) return 0;
+    *tests = json_array();
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (!bad) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+            json_error_t je;
+            json_t *t = json_load_file(path, 0, &je);
+            if (!t) {
+                fprintf(stderr, "attn_results: %s:%d: %s\n", path, je.line, je.text);
+                bad = 1;
+            } else {
+                json_array_append_new(*tests, t);
+            }
+        }
+        free(list[i]); /* after a bad fragment the loop only frees the rest */
+    }
+    free(list);
+    if (bad) {
+        json_decref(*tests);
+        *tests = NULL;
+        return -1;
+    }
+    return n;
+}
+
+/* What the results document records about the run: the GPU, the software versions, the
+ * commit and the time. */
+struct run_info {
+    struct cudaDeviceProp prop;
+    int driver, runtime, khz, mem_khz, cublas;
+    long cudnn_version; /* 0: no cuDNN */
+    char commit[64], date[32], stamp[64];
+    int is_dirty;
+};
+
+/* The GPU's properties and the driver, runtime, cuBLAS and cuDNN versions. */
+static void query_gpu(struct run_info *ri) {
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&ri->prop, dev);
+    cudaDriverGetVersion(&ri->driver);
+    cudaRuntimeGetVersion(&ri->runtime);
+    cudaDeviceGetAttribute(&ri->khz, cudaDevAttrClockRate, dev);
+    cudaDeviceGetAttribute(&ri->mem_khz, cudaDevAttrMemoryClockRate, dev);
+    cublasHandle_t h;
+    if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+        cublasGetVersion(h, &ri->cublas);
+        cublasDestroy(h);
+    }
+    attn_cudnn *cudnn = NULL;
+    char why[512];
+    ri->cudnn_version = attn_cudnn_open(&cudnn, why, sizeof why) == 0 ? attn_cudnn_version(cudnn) : 0;
+    attn_cudnn_close(cudnn);
+}
+
+/* The commit and whether it was dirty ($ATTN_COMMIT, $ATTN_COMMIT_DIRTY, else git in src),
+ * and today's date (UTC) for the file name and the time stamp for the document. */
+static void query_commit_and_time(const char *src, struct run_info *ri) {
+    char dirty[8] = "";
+    const char *env = getenv("ATTN_COMMIT");
+    if (env && *env) snprintf(ri->commit, sizeof ri->commit, "%s", env);
+    else git_line(src, "rev-parse --short HEAD", ri->commit, sizeof ri->commit);
+    if (!ri->commit[0]) snprintf(ri->commit, sizeof ri->commit, "unknown");
+    const char *envd = getenv("ATTN_COMMIT_DIRTY");
+    if (envd && *envd) ri->is_dirty = atoi(envd) != 0;
+    else git_line(src, "status --porcelain --untracked-files=no", dirty, sizeof dirty), ri->is_dirty = dirty[0] != 0;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ri->date, sizeof ri->date, "%Y-%m-%d", &tm);
+    strftime(ri->stamp, sizeof ri->stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The document: {"schema": 1, "run": {...}, "tests": tests}; takes the reference to tests. */
+static json_t *results_doc(const struct run_info *ri, json_t *tests) {
+    const struct cudaDeviceProp *prop = &ri->prop;
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", prop->major, prop->minor);
+    json_t *run = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:i, s:f, s:f, s:i}, s:i, s:i, s:i}",
+                            "commit", ri->commit, "dirty", ri->is_dirty, "date", ri->stamp, "gpu", "name", prop->name,
+                            "compute_capability", cc, "sms", prop->multiProcessorCount,
+                            "sm_clock_max_mhz", ri->khz / 1000.0, "memory_clock_max_mhz", ri->mem_khz / 1000.0,
+                            "l2_bytes", prop->l2CacheSize, "driver_version", ri->driver,
+                            "runtime_version", ri->runtime, "cublas_version", ri->cublas);
+    json_object_set_new(run, "cudnn_version", ri->cudnn_version ? json_integer(ri->cudnn_version) : json_null());
+    return json_pack("{s:i, s:o, s:o}", "schema", 1, "run", run, "tests", tests);
+}
+
 static int collect(const char *dir, const char *results_dir, const char *src) {
     char err[1024];
     if (!attn_gpu_available(err, sizeof err)) {
         printf("SKIPPED: %s\n", err);
         return ATTN_EXIT_SKIP;
     }
-    struct dirent **list;
-    int n = scandir(dir, &list, is_fragment, alphasort);
-    if (n <= 0) {
+    json_t *tests = NULL;
+    int n = load_fragments(dir, &tests);
+    if (n < 0) return 1;
+    if (n == 0) {
         printf("SKIPPED: no benchmark results in %s to collect\n", dir);
         return ATTN_EXIT_SKIP;
     }
-    json_t *tests = json_array();
-    for (int i = 0; i < n; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
-        json_error_t je;
-        json_t *t = json_load_file(path, 0, &je);
-        if (!t) {
-            fprintf(stderr, "attn_results: %s:%d: %s\n", path, je.line, je.text);
-            return 1;
-        }
-        json_array_append_new(tests, t);
-        free(list[i]);
-    }
-    free(list);
 
-    struct cudaDeviceProp prop;
-    int dev = 0, driver = 0, runtime = 0, khz = 0, mem_khz = 0, cublas = 0;
-    cudaGetDevice(&dev);
-    cudaGetDeviceProperties(&prop, dev);
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev);
-    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev);
-    cublasHandle_t h;
-    if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
-        cublasGetVersion(h, &cublas);
-        cublasDestroy(h);
-    }
-    attn_cudnn *cudnn = NULL;
-    char why[512];
-    long cudnn_version = attn_cudnn_open(&cudnn, why, sizeof why) == 0 ? attn_cudnn_version(cudnn) : 0;
-    attn_cudnn_close(cudnn);
-
-    char commit[64], dirty[8] = "", date[32], stamp[64];
-    const char *env = getenv("ATTN_COMMIT");
-    if (env && *env) snprintf(commit, sizeof commit, "%s", env);
-    else git_line(src, "rev-parse --short HEAD", commit, sizeof commit);
-    if (!commit[0]) snprintf(commit, sizeof commit, "unknown");
-    const char *envd = getenv("ATTN_COMMIT_DIRTY");
-    int is_dirty;
-    if (envd && *envd) is_dirty = atoi(envd) != 0;
-    else git_line(src, "status --porcelain --untracked-files=no", dirty, sizeof dirty), is_dirty = dirty[0] != 0;
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(date, sizeof date, "%Y-%m-%d", &tm);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-
-    char cc[16];
-    snprintf(cc, sizeof cc, "%d.%d", prop.major, prop.minor);
-    json_t *run = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:i, s:f, s:f, s:i}, s:i, s:i, s:i}",
-                            "commit", commit, "dirty", is_dirty, "date", stamp, "gpu", "name", prop.name,
-                            "compute_capability", cc, "sms", prop.multiProcessorCount,
-                            "sm_clock_max_mhz", khz / 1000.0, "memory_clock_max_mhz", mem_khz / 1000.0,
-                            "l2_bytes", prop.l2CacheSize, "driver_version", driver,
-                            "runtime_version", runtime, "cublas_version", cublas);
-    json_object_set_new(run, "cudnn_version", cudnn_version ? json_integer(cudnn_version) : json_null());
-    json_t *doc = json_pack("{s:i, s:o, s:o}", "schema", 1, "run", run, "tests", tests);
+    struct run_info ri = {0};
+    query_gpu(&ri);
+    query_commit_and_time(src, &ri);
+    json_t *doc = results_doc(&ri, tests);
 
     char slug[256], outdir[1024], stem[128], out[1200];
-    attn_gpu_slug(prop.name, slug, sizeof slug);
+    attn_gpu_slug(ri.prop.name, slug, sizeof slug);
     snprintf(outdir, sizeof outdir, "%s/%s", results_dir, slug);
-    snprintf(stem, sizeof stem, "%s-%s", date, commit);
+    snprintf(stem, sizeof stem, "%s-%s", ri.date, ri.commit);
     if (attn_mkdirs(outdir, err, sizeof err) ||
         attn_json_write_new(doc, outdir, stem, out, sizeof out, err, sizeof err)) {
         fprintf(stderr, "attn_results: %s\n", err);
+        json_decref(doc);
         return 1;
     }
-    printf("results: %s (%d tests, commit %s%s)\n", out, n, commit, is_dirty ? ", dirty" : "");
+    printf("results: %s (%d tests, commit %s%s)\n", out, n, ri.commit, ri.is_dirty ? ", dirty" : "");
     json_decref(doc);
     return 0;
 }

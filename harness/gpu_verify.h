@@ -1,0 +1,87 @@
+/* Inputs and verification figures computed on the GPU, so that no correctness path loops
+ * over a tensor on the host (a tensor above 2^31 elements takes milliseconds here, minutes
+ * on one host core). Each figure function synchronizes `stream` and returns a few numbers. */
+#ifndef ATTN_GPU_VERIFY_H
+#define ATTN_GPU_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "attn_abi.h"
+#include "verdict.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* n normal random values (mean 0, std sigma) in the dtype, from a counter-based hash:
+ * the same seed gives the same tensor. */
+cudaError_t attn_fill_normal(void *dst, attn_dtype dtype, size_t n, uint64_t seed, float sigma,
+                             cudaStream_t stream);
+
+/* A logical [batch][heads][seq][dim] tensor through element strides. Element (b, h, s, d)
+ * takes the value attn_fill_normal gives index ((b*heads + h)*seq + s)*dim + d, whatever the
+ * layout: the same seed and shape give the same tensor in every layout. Elements outside
+ * the tensor (padding) are not written. */
+typedef struct {
+    int batch, heads, seq, dim;
+    int64_t batch_stride, head_stride, row_stride;
+} attn_tensor_view;
+cudaError_t attn_fill_normal_view(void *dst, attn_dtype dtype, const attn_tensor_view *v,
+                                  uint64_t seed, float sigma, cudaStream_t stream);
+
+/* How many elements matched a condition, and the index of the first. */
+typedef struct {
+    unsigned long long count, first; /* first = 0 when count = 0 */
+} attn_match;
+
+/* O elements (dtype, through the view) that are NaN; `first` is a logical BHSD index. */
+cudaError_t attn_count_nan_view(const void *o, attn_dtype dtype, const attn_tensor_view *v,
+                                attn_match *out, cudaStream_t stream);
+/* float values that are NaN, and those whose bits are all ones (untouched poison). */
+cudaError_t attn_count_nan_f32(const float *x, size_t n, attn_match *nan, attn_match *poison,
+                               cudaStream_t stream);
+/* bytes of buf[from, to) other than `poison`. */
+cudaError_t attn_count_changed_bytes(const void *buf, size_t from, size_t to,
+                                     unsigned char poison, attn_match *out, cudaStream_t stream);
+/* bytes where a[i] != b[i], i < n. */
+cudaError_t attn_count_diff_bytes(const void *a, const void *b, size_t n, attn_match *out,
+                                  cudaStream_t stream);
+/* 16-bit elements e < extent with e % row_stride >= used (the padding after each row of a
+ * padded layout) that are not 0xffff (the poison). */
+cudaError_t attn_count_padding_written(const void *o, int64_t extent, int64_t row_stride,
+                                       int64_t used, attn_match *out, cudaStream_t stream);
+
+/* The verdict rule's figures for the output p->o (the dtype, through p's strides) against
+ * the golden G and low-precision R ([batch][heads][seqlen_q][head_dim] floats on the
+ * device). Below 2^32 elements (the index of the worst element is kept in 32 bits). */
+cudaError_t attn_output_stats_gpu(const attn_fwd_params *p, const float *g, const float *r,
+                                  attn_output_stats *out, cudaStream_t stream);
+
+/* The LSE rule (attn_judge_lse) on the GPU: lse and the golden lg are `rows` floats.
+ * Also the largest finite |lg| (max_abs_g). Below 2^32 rows. */
+cudaError_t attn_lse_verdict_gpu(const float *lse, const float *lg, size_t rows,
+                                 const attn_tolerance *t, attn_lse_verdict *out,
+                                 double *max_abs_g, cudaStream_t stream);
+
+/* One element of a device tensor, as float: O (dtype) at logical BHSD index i through the
+ * view, or a float array at i. For messages about the worst element. */
+float attn_peek_view(const void *o, attn_dtype dtype, const attn_tensor_view *v, size_t i);
+float attn_peek_f32(const float *x, size_t i);
+
+/* A gate that holds a stream: a kernel that spins until the host opens it (or timeout_s
+ * passes), so that work enqueued behind it cannot start early. Work a kernel under test
+ * does on another stream runs while the gate is shut: the contract checks see it. */
+typedef struct attn_gate attn_gate;
+cudaError_t attn_gate_create(attn_gate **out);
+/* Enqueues the shut gate on `stream`. */
+cudaError_t attn_gate_shut(attn_gate *g, cudaStream_t stream, double timeout_s);
+void attn_gate_open(attn_gate *g);
+/* 1 when the last gate opened by its timeout, not by attn_gate_open (read after the stream
+ * has passed it). */
+int attn_gate_timed_out(const attn_gate *g);
+void attn_gate_destroy(attn_gate *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
