@@ -67,8 +67,11 @@ static struct {
     attn_timing tk, tr, tc;
     int have_cudnn;
     char cudnn_why[2048], cudnn_kind[64];
-    long cudnn_version;
+    long cudnn_version;    /* 0: cuDNN did not load */
+    char cudnn_lib[1024];  /* the library loaded (path) */
+    json_t *cudnn_engine;  /* the chosen engine config and its search (cudnn_engine_json) */
     char measured_by[512]; /* the test that timed the baselines, when reused; else "" */
+    char timed_output_why[2048]; /* the output left by the timed launches: "" when right */
 } B;
 
 /* ---- the fragment and the exit ------------------------------------------------------ */
@@ -164,11 +167,19 @@ static int compute_references(char *err, size_t errlen) {
 
 /* Runs `fn` once on NaN-poisoned O and judges the output by the verdict rule. 0 when right;
  * else the reason in why. */
+static int judge_output_now(char *why, size_t whylen);
 static int verify(attn_enqueue_fn fn, void *ctx, char *why, size_t whylen) {
     size_t bytes = (size_t)B.p.batch * B.p.heads * B.p.seqlen_q * B.head_dim * 2;
     if (cudaMemsetAsync(B.p.o, 0xff, bytes, B.stream) != cudaSuccess)
         return snprintf(why, whylen, "cudaMemsetAsync failed"), 1;
     if (fn(ctx, B.stream, why, whylen)) return 1;
+    return judge_output_now(why, whylen);
+}
+
+/* The verdict rule on what O holds now (after the stream's work). 0 when right; else the
+ * reason in why. */
+static int judge_output_now(char *why, size_t whylen) {
+    why[0] = 0;
     attn_output_stats st;
     cudaError_t e = attn_output_stats_gpu(&B.p, dG, dR, &st, B.stream);
     if (e != cudaSuccess) return snprintf(why, whylen, "on the GPU: %s", cudaGetErrorString(e)), 1;
@@ -235,41 +246,48 @@ static int env_is(const char *name, const char *value) {
     return v && !strcmp(v, value);
 }
 
-/* Reads a shape's baseline figures left by an earlier benchmark of this run: 1 when usable. */
-static int reuse_baselines(const json_t *doc, attn_timing *tr, attn_timing *tc, int *have_cudnn, char *kind,
-                           size_t kind_len, long *version, char *why, size_t why_len, char *by, size_t by_len) {
+static json_t *cudnn_json(void);
+
+/* Reads a shape's baseline figures left by an earlier benchmark of this run into B.tr and
+ * the B.cudnn_* fields: 1 when usable. */
+static int reuse_baselines(const json_t *doc) {
     const json_t *cud = json_object_get(doc, "cudnn");
     const char *measured_by = json_string_value(json_object_get(doc, "measured_by"));
-    if (!measured_by || !cud || attn_timing_from_json(json_object_get(doc, "reference"), tr)) return 0;
+    if (!measured_by || !json_is_object(cud) || attn_timing_from_json(json_object_get(doc, "reference"), &B.tr))
+        return 0;
+    const char *lib = json_string_value(json_object_get(cud, "library"));
+    snprintf(B.cudnn_lib, sizeof B.cudnn_lib, "%s", lib ? lib : "");
+    B.cudnn_version = json_is_integer(json_object_get(cud, "version"))
+                          ? (long)json_integer_value(json_object_get(cud, "version")) : 0;
     if (json_is_true(json_object_get(cud, "available"))) {
         const char *k = json_string_value(json_object_get(cud, "kind"));
-        if (!k || !json_is_integer(json_object_get(cud, "version")) ||
-            attn_timing_from_json(json_object_get(cud, "timing"), tc))
-            return 0;
-        snprintf(kind, kind_len, "%s", k);
-        *version = (long)json_integer_value(json_object_get(cud, "version"));
-        *have_cudnn = 1;
+        if (!k || !B.cudnn_version || attn_timing_from_json(json_object_get(cud, "timing"), &B.tc)) return 0;
+        snprintf(B.cudnn_kind, sizeof B.cudnn_kind, "%s", k);
+        /* the engine and its search: every other key */
+        B.cudnn_engine = json_deep_copy(cud);
+        static const char *const own[] = {"available", "kind", "version", "timing", "library", "reason"};
+        for (size_t i = 0; B.cudnn_engine && i < sizeof own / sizeof own[0]; i++)
+            json_object_del(B.cudnn_engine, own[i]);
+        B.have_cudnn = 1;
     } else {
         const char *r = json_string_value(json_object_get(cud, "reason"));
-        snprintf(why, why_len, "%s", r ? r : "(no reason recorded)");
-        *have_cudnn = 0;
+        snprintf(B.cudnn_why, sizeof B.cudnn_why, "%s", r ? r : "(no reason recorded)");
+        B.have_cudnn = 0;
     }
-    snprintf(by, by_len, "%s", measured_by);
+    snprintf(B.measured_by, sizeof B.measured_by, "%s", measured_by);
     return 1;
 }
 
-/* Leaves this shape's baseline figures for the other kernels' benchmarks of the run. A
- * failure to write costs only their time: it is reported, never fatal. */
-static void store_baselines(const char *path, const attn_timing *tr, const attn_timing *tc, const char *kind,
-                            long version, const char *why) {
+/* Leaves this shape's baseline figures (B.tr, the cuDNN object) for the other kernels'
+ * benchmarks of the run. A failure to write costs only their time: it is reported, never
+ * fatal. */
+static void store_baselines(const char *path) {
     char dir[1400], err[512];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
-    json_t *doc = json_pack("{s:s, s:o, s:o}", "measured_by", B.name, "reference", attn_timing_json(tr), "cudnn",
-                            tc ? json_pack("{s:b, s:s, s:I, s:o}", "available", 1, "kind", kind, "version",
-                                           (json_int_t)version, "timing", attn_timing_json(tc))
-                               : json_pack("{s:b, s:s}", "available", 0, "reason", why));
+    json_t *doc = json_pack("{s:s, s:o, s:o*}", "measured_by", B.name, "reference", attn_timing_json(&B.tr),
+                            "cudnn", cudnn_json());
     if (!doc || attn_mkdirs(dir, err, sizeof err) || attn_json_write_atomic(doc, path, err, sizeof err))
         fprintf(stderr, "attn_benchmark: note: baselines not shared (%s)\n", doc ? err : "out of memory");
     json_decref(doc);
@@ -441,33 +459,74 @@ static void time_kernel(void) {
     const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
     if (tmo && atof(tmo) > 0) B.rules.timeout_s = atof(tmo);
     if (attn_timer_create(&B.timer, B.stream, err, sizeof err)) finish("fail", 2, "timer: %s", err);
+    /* fresh poison before the timed launches, the verdict on what they leave: a kernel that
+     * skips work when called again (on the same pointers) leaves NaN */
+    if (cudaMemsetAsync(B.p.o, 0xff, B.n * 2, B.stream) != cudaSuccess) finish("fail", 2, "cudaMemsetAsync failed");
     if (attn_measure(B.timer, run_kernel, NULL, &B.rules, &B.tk, err, sizeof err))
         finish("fail", 1, "timing the kernel: %s", err);
+    judge_output_now(B.timed_output_why, sizeof B.timed_output_why);
 }
 
 /* ---- the baselines ------------------------------------------------------------------ */
 
-/* 3. cuDNN, where it is there and takes the case: checked, then timed into B.tc. Any
- * failure only leaves B.have_cudnn 0 and the reason in B.cudnn_why. */
+/* The chosen engine config and how it was found, for the results (keys documented in
+ * results/README.md): engine, engine_id, tuned, configs_tried, configs_built, configs_timed,
+ * heuristics, and with tuning the chosen and the heuristics' first config's times. */
+static json_t *cudnn_engine_json(const attn_cudnn_plan_info *in) {
+    json_t *j = json_pack("{s:s, s:I, s:b, s:i, s:i, s:i, s:i, s:s, s:I, s:f, s:f}", "engine", in->engine,
+                          "engine_id", (json_int_t)in->engine_id, "tuned", in->tuned, "configs_tried",
+                          in->configs_tried, "configs_built", in->configs_built, "configs_timed", in->configs_timed,
+                          "chosen_rank", in->chosen_rank, "heuristics", in->heuristics, "workspace_bytes",
+                          (json_int_t)in->workspace_bytes, "build_s", in->build_s, "tune_s", in->tune_s);
+    if (j && in->tuned)
+        json_object_update_new(j, json_pack("{s:f, s:f}", "tune_best_ms", in->best_ms, "tune_first_ms", in->first_ms));
+    return j;
+}
+
+/* 3. cuDNN, where it is there and takes the case: the engine configs autotuned on this
+ * test's inputs (attn_cudnn_plan_create_ex; ATTN_CUDNN_AUTOTUNE=0: the first that builds),
+ * the chosen one checked, then timed into B.tc. Any failure only leaves B.have_cudnn 0 and
+ * the reason in B.cudnn_why. */
 static void time_cudnn(void) {
     attn_cudnn *cudnn = NULL;
     attn_cudnn_plan *plan = NULL;
-    if (attn_cudnn_open(&cudnn, B.cudnn_why, sizeof B.cudnn_why) == 0 &&
-        attn_cudnn_plan_create(cudnn, &B.p, &plan, B.cudnn_why, sizeof B.cudnn_why) == 0) {
+    if (attn_cudnn_open(&cudnn, B.cudnn_why, sizeof B.cudnn_why) == 0) {
+        attn_cudnn_lib_info lib;
+        attn_cudnn_get_library(cudnn, &lib);
+        B.cudnn_version = lib.version;
+        snprintf(B.cudnn_lib, sizeof B.cudnn_lib, "%s", lib.path[0] ? lib.path : lib.requested);
+    }
+    if (cudnn && attn_cudnn_plan_create_ex(cudnn, &B.p, NULL, B.stream, &plan, B.cudnn_why, sizeof B.cudnn_why) == 0) {
         char why[1024];
         phase_done("cudnn_plan");
+        attn_cudnn_plan_info info;
+        attn_cudnn_plan_get_info(plan, &info);
         if (verify(run_cudnn, plan, why, sizeof why))
-            snprintf(B.cudnn_why, sizeof B.cudnn_why, "cuDNN's output fails the verdict rule: %s", why);
+            snprintf(B.cudnn_why, sizeof B.cudnn_why, "cuDNN's output (engine %s) fails the verdict rule: %s",
+                     info.engine, why);
         else if (attn_measure(B.timer, run_cudnn, plan, &B.rules, &B.tc, why, sizeof why))
-            snprintf(B.cudnn_why, sizeof B.cudnn_why, "timing cuDNN failed: %s", why);
+            snprintf(B.cudnn_why, sizeof B.cudnn_why, "timing cuDNN (engine %s) failed: %s", info.engine, why);
         else {
             B.have_cudnn = 1;
-            B.cudnn_version = attn_cudnn_version(cudnn);
             snprintf(B.cudnn_kind, sizeof B.cudnn_kind, "%s", attn_cudnn_plan_kind(plan));
+            B.cudnn_engine = cudnn_engine_json(&info);
         }
     }
     attn_cudnn_plan_destroy(plan);
     attn_cudnn_close(cudnn);
+}
+
+/* The cuDNN baseline's object in the fragment (record_figures adds the speedups) and in the
+ * shared baselines file. */
+static json_t *cudnn_json(void) {
+    json_t *j = B.have_cudnn ? json_pack("{s:b, s:s, s:I, s:o}", "available", 1, "kind", B.cudnn_kind, "version",
+                                         (json_int_t)B.cudnn_version, "timing", attn_timing_json(&B.tc))
+                             : json_pack("{s:b, s:s}", "available", 0, "reason", B.cudnn_why);
+    if (!j) return NULL;
+    if (!B.have_cudnn && B.cudnn_version) json_object_set_new(j, "version", json_integer(B.cudnn_version));
+    if (B.cudnn_lib[0]) json_object_set_new(j, "library", json_string(B.cudnn_lib));
+    if (B.have_cudnn && B.cudnn_engine) json_object_update(j, B.cudnn_engine);
+    return j;
 }
 
 /* 2. the cuBLAS + softmax baseline: its output checked on this test's inputs, its timing
@@ -481,18 +540,17 @@ static void baselines(void) {
                  B.fragments, attn_dtype_name(B.dtype), B.head_dim, B.causal ? "causal" : "full", B.seqlen,
                  B.tokens, B.hidden, B.prop.pciDomainID, B.prop.pciBusID, B.prop.pciDeviceID);
     json_t *cached = cache_path[0] ? json_load_file(cache_path, 0, NULL) : NULL;
-    if (cached && reuse_baselines(cached, &B.tr, &B.tc, &B.have_cudnn, B.cudnn_kind, sizeof B.cudnn_kind,
-                                  &B.cudnn_version, B.cudnn_why, sizeof B.cudnn_why, B.measured_by,
-                                  sizeof B.measured_by)) {
+    if (cached && reuse_baselines(cached)) {
         phase_done("baseline");
     } else {
-        B.measured_by[0] = 0;
+        B.measured_by[0] = 0, B.cudnn_lib[0] = 0, B.cudnn_version = 0, B.have_cudnn = 0;
+        json_decref(B.cudnn_engine);
+        B.cudnn_engine = NULL;
         if (attn_measure(B.timer, run_baseline, NULL, &B.rules, &B.tr, err, sizeof err))
             finish("fail", 2, "timing the baseline: %s", err);
         phase_done("baseline");
         time_cudnn();
-        if (cache_path[0])
-            store_baselines(cache_path, &B.tr, B.have_cudnn ? &B.tc : NULL, B.cudnn_kind, B.cudnn_version, B.cudnn_why);
+        if (cache_path[0]) store_baselines(cache_path);
     }
     json_decref(cached);
 }
@@ -536,10 +594,17 @@ static void print_figures(const struct figures *f) {
     printf("  baseline (cuBLAS + softmax) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", tr->median_ms, f->sp_ref,
            f->sp_ref_lo, f->sp_ref_hi);
     if (B.measured_by[0]) printf("  baselines timed by %s in this run\n", B.measured_by);
-    if (B.have_cudnn)
-        printf("  cuDNN (%s, %ld) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", B.cudnn_kind, B.cudnn_version,
+    if (B.have_cudnn) {
+        const json_t *e = B.cudnn_engine;
+        const char *engine = json_string_value(json_object_get(e, "engine"));
+        printf("  cuDNN (%s, %ld, engine %s, %lld of %lld configs built%s) %.4f ms: speedup %.2fx [%.2f, %.2f]\n",
+               B.cudnn_kind, B.cudnn_version, engine ? engine : "?",
+               e ? (long long)json_integer_value(json_object_get(e, "configs_built")) : 0LL,
+               e ? (long long)json_integer_value(json_object_get(e, "configs_tried")) : 0LL,
+               e && json_is_true(json_object_get(e, "tuned")) ? ", the fastest kept" : ", the first kept",
                tc->median_ms, f->sp_cud, f->sp_cud_lo, f->sp_cud_hi);
-    else
+        if (B.cudnn_lib[0]) printf("  cuDNN library: %s\n", B.cudnn_lib);
+    } else
         printf("  cuDNN: not available: %s\n", B.cudnn_why);
     measure("kernel_ms", tk->median_ms, "");
     measure("tflops", f->flops / f->t * 1e-12, "");
@@ -562,14 +627,56 @@ static void record_figures(const struct figures *f) {
     json_t *base = json_object();
     json_object_set_new(base, "reference", json_pack("{s:o, s:f, s:[f,f]}", "timing", attn_timing_json(&B.tr),
                                                       "speedup", f->sp_ref, "speedup_ci", f->sp_ref_lo, f->sp_ref_hi));
-    json_object_set_new(base, "cudnn", B.have_cudnn
-        ? json_pack("{s:b, s:s, s:i, s:o, s:f, s:[f,f]}", "available", 1, "kind", B.cudnn_kind,
-                    "version", (int)B.cudnn_version, "timing", attn_timing_json(&B.tc), "speedup", f->sp_cud,
-                    "speedup_ci", f->sp_cud_lo, f->sp_cud_hi)
-        : json_pack("{s:b, s:s}", "available", 0, "reason", B.cudnn_why));
+    json_t *cud = cudnn_json();
+    if (cud && B.have_cudnn) {
+        json_object_set_new(cud, "speedup", json_real(f->sp_cud));
+        json_object_set_new(cud, "speedup_ci", json_pack("[f,f]", f->sp_cud_lo, f->sp_cud_hi));
+    }
+    json_object_set_new(base, "cudnn", cud ? cud : json_pack("{s:b, s:s}", "available", 0, "reason", "out of memory"));
     if (B.measured_by[0]) json_object_set_new(base, "timed_by", json_string(B.measured_by));
     json_object_set_new(B.doc, "baselines", base);
     json_object_set_new(B.doc, "peaks", json_pack("{s:f, s:f}", "tflops", f->peak * 1e-12, "gbs", f->bw * 1e-9));
+}
+
+/* A figure the harness cannot stand behind fails as an invalid measurement, never passes:
+ * too few samples (the timeout path), a time under the physical floor of the work on this
+ * GPU, or wrong output left by the timed launches. Recorded in the fragment either way. */
+enum { FLOOR_MARGIN_PCT = 25 }; /* the calibrated peaks are measured (a GEMM, a copy), and L2
+                                   write-back can absorb O's writes: 125 % of the roofline,
+                                   at the CI's slow end, is beyond both */
+static void check_measurement(const struct figures *f) {
+    char why[4096] = "";
+    size_t wl = 0;
+    const attn_timing *t[3] = {&B.tk, &B.tr, B.have_cudnn ? &B.tc : NULL};
+    const char *who[3] = {"the kernel", "the cuBLAS baseline", "the cuDNN baseline"};
+    int samples_ok = 1;
+    for (int i = 0; i < 3; i++)
+        if (t[i] && t[i]->samples < B.rules.min_samples) {
+            samples_ok = 0;
+            wl += snprintf(why + wl, sizeof why - wl, "%s has %d samples, fewer than the %d the rules ask "
+                           "(the timeout of %.1f s ended it); ", who[i], t[i]->samples, B.rules.min_samples,
+                           B.rules.timeout_s);
+        }
+    const double slowest = B.tk.ci_hi_ms * 1e-3; /* the CI's slow end */
+    const int have_peaks = f->peak > 0 && f->bw > 0; /* no thresholds file: no peaks, no floor */
+    const int floor_ok = !have_peaks || slowest * (1 + FLOOR_MARGIN_PCT / 100.0) >= f->floor_s;
+    if (!floor_ok)
+        wl += snprintf(why + wl, sizeof why - wl, "the kernel's time %.4g ms (CI up to %.4g ms) is under the "
+                       "physical floor of its work on this GPU, %.4g ms (%.3g FLOP at %.0f TFLOP/s, %.3g bytes at "
+                       "%.0f GB/s), by more than %d %%: %.0f %% of the roofline; work not on the timed stream, or "
+                       "skipped; ", B.tk.median_ms, B.tk.ci_hi_ms, f->floor_s * 1e3, f->flops, f->peak * 1e-12,
+                       f->bytes, f->bw * 1e-9, FLOOR_MARGIN_PCT, 100 * f->roofline);
+    const int output_ok = !B.timed_output_why[0];
+    if (!output_ok)
+        wl += snprintf(why + wl, sizeof why - wl, "the output the timed launches left is wrong (%s); ",
+                       B.timed_output_why);
+    json_object_set_new(B.doc, "measurement", json_pack("{s:b, s:{s:b, s:i, s:i}, s:{s:b, s:b, s:f, s:f}, s:{s:b, s:s}}",
+        "valid", samples_ok && floor_ok && output_ok,
+        "samples", "ok", samples_ok, "kernel", B.tk.samples, "min", B.rules.min_samples,
+        "physical_floor", "ok", floor_ok, "checked", have_peaks, "floor_ms", have_peaks ? f->floor_s * 1e3 : 0.0,
+        "kernel_ci_hi_ms", B.tk.ci_hi_ms,
+        "timed_output", "ok", output_ok, "reason", B.timed_output_why));
+    if (wl) finish("invalid_measurement", 1, "invalid measurement: %s", why);
 }
 
 /* Judges the figures by the thresholds class and exits with the verdict. */
@@ -640,5 +747,6 @@ int main(int argc, char **argv) {
     print_figures(&f);
     record_figures(&f);
     attn_timer_destroy(B.timer);
+    check_measurement(&f);
     judge(&f);
 }

@@ -1,6 +1,12 @@
 /* Probe of the cuDNN SDPA baseline (cudnn_sdpa.h) against the golden reference.
  *
  *   cudnn_probe [--quick]
+ *   cudnn_probe --time --dtype fp16 --head-dim 64 --mask causal --seqlen 512 --tokens 16384
+ *               --hidden 2048 --tolerance thresholds/tolerance.ini
+ *
+ * --time: the benchmarks' cuDNN baseline on one shape of the benchmark matrix, as
+ * attn_benchmark plans, checks and times it (scripts/cudnn_vs_torch.py runs it per shape);
+ * see time_main below. Otherwise:
  *
  * Opens cuDNN (prints its version, or the reason and exits 77), then for every case of
  * {fp16, bf16} x {head_dim 64, 128} x {full, causal} x {(Sq,Sk) = (128,128), (1000,1000),
@@ -15,6 +21,7 @@
  * Exit: 0, 1 if any case that got a plan FAILed (or failed to run), 77 no cuDNN / no GPU,
  * 2 other setup errors. */
 #define _POSIX_C_SOURCE 200112L /* setenv */
+#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,11 +29,16 @@
 #include <string.h>
 
 #include <cuda_runtime_api.h>
+#include <jansson.h>
 
 #include "attn_abi.h"
+#include "bench_gpu.h"
 #include "cudnn_sdpa.h"
+#include "gpu_verify.h"
 #include "harness.h"
 #include "reference.h"
+#include "results.h"
+#include "verdict.h"
 
 enum { BATCH = 2, HEADS = 3, TIMED_RUNS = 20 };
 #define O_SENTINEL_BYTE 0x5A /* O is filled with 0x5A5A before each run: "untouched" */
@@ -297,7 +309,218 @@ static void run_case(attn_dtype dt, int d, int causal, int sq, int sk, const cha
     fflush(stdout);
 }
 
+/* ---- --time: the benchmark's cuDNN baseline on one shape of the benchmark matrix -------- */
+
+/* What one timed shape needs, for the enqueue callback. */
+typedef struct {
+    attn_cudnn_plan *plan;
+    attn_fwd_params p;
+} timed_case;
+
+static int run_timed(void *ctx, cudaStream_t s, char *err, size_t errlen) {
+    timed_case *tc = ctx;
+    return attn_cudnn_plan_run(tc->plan, &tc->p, s, err, errlen);
+}
+
+static void time_usage(const char *why) {
+    fprintf(stderr, "attn_cudnn_probe: %s\nusage: attn_cudnn_probe --time --dtype fp16|bf16 --head-dim D "
+            "--mask full|causal --seqlen S --tokens T --hidden H --tolerance FILE\n", why);
+    exit(2);
+}
+
+static int time_positive(const char *opt, const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 1 || v > (1L << 30)) {
+        fprintf(stderr, "attn_cudnn_probe: %s: expected a positive integer, got '%s'\n", opt, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+/* BSHD inputs as attn_benchmark makes them (batch = tokens / S, heads = hidden / D). 0, or
+ * 2 with the reason printed. */
+static int time_inputs(attn_fwd_params *p, attn_dtype dt, int d, int causal, int s, int tokens, int hidden,
+                       const char *name) {
+    memset(p, 0, sizeof *p);
+    p->dtype = dt, p->batch = tokens / s > 0 ? tokens / s : 1, p->heads = hidden / d;
+    p->seqlen_q = p->seqlen_k = s, p->head_dim = d, p->causal = causal;
+    p->softmax_scale = (float)(1.0 / sqrt((double)d));
+    size_t n = (size_t)p->batch * s * p->heads * d;
+    void *buf[4] = {NULL, NULL, NULL, NULL};
+    for (int t = 0; t < 4; t++)
+        if (cudaMalloc(&buf[t], n * 2) != cudaSuccess) {
+            printf("ERROR: cudaMalloc of %zu bytes failed\n", n * 2);
+            return 2;
+        }
+    uint64_t seed = attn_seed_from_name(name);
+    for (int t = 0; t < 3; t++)
+        if (attn_fill_normal(buf[t], dt, n, seed + t, 1.0f, stream) != cudaSuccess) {
+            printf("ERROR: attn_fill_normal failed\n");
+            return 2;
+        }
+    p->q = buf[0], p->k = buf[1], p->v = buf[2], p->o = buf[3];
+    attn_strides st = attn_make_strides(ATTN_LAYOUT_BSHD, p->batch, p->heads, s, d);
+    p->q_batch_stride = p->k_batch_stride = p->v_batch_stride = p->o_batch_stride = st.batch;
+    p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = st.head;
+    p->q_row_stride = p->k_row_stride = p->v_row_stride = p->o_row_stride = st.row;
+    return 0;
+}
+
+/* The verdict rule on O against the golden and low-precision references, as attn_benchmark
+ * checks a baseline before timing it. 0 when right; else 1 with the reason printed. */
+static int time_verify(timed_case *tc, const attn_tolerance *tol) {
+    attn_fwd_params *p = &tc->p;
+    size_t n = (size_t)p->batch * p->heads * p->seqlen_q * p->head_dim;
+    float *dG = NULL, *dR = NULL;
+    char why[2048];
+    int bad = 1;
+    if (cudaMalloc((void **)&dG, n * 4) != cudaSuccess || cudaMalloc((void **)&dR, n * 4) != cudaSuccess) {
+        printf("ERROR: cudaMalloc of 2 x %zu bytes for the reference failed\n", n * 4);
+        goto done;
+    }
+    if (attn_ref_forward(ref, p, ATTN_REF_GOLDEN, dG, NULL, stream, why, sizeof why) ||
+        attn_ref_forward(ref, p, ATTN_REF_LOWP, dR, NULL, stream, why, sizeof why)) {
+        printf("ERROR: reference: %s\n", why);
+        goto done;
+    }
+    if (cudaMemsetAsync(p->o, 0xff, n * 2, stream) != cudaSuccess || run_timed(tc, stream, why, sizeof why)) {
+        printf("ERROR: the cuDNN run to verify failed: %s\n", why);
+        goto done;
+    }
+    attn_output_stats st;
+    cudaError_t e = attn_output_stats_gpu(p, dG, dR, &st, stream);
+    if (e != cudaSuccess) {
+        printf("ERROR: verifying on the GPU: %s\n", cudaGetErrorString(e));
+        goto done;
+    }
+    attn_output_verdict v;
+    attn_output_decide(&st, p->dtype, tol, &v);
+    if (v.rule != ATTN_RULE_PASS) {
+        printf("FAIL: cuDNN's output fails the verdict rule: %s: max|O-G| %.3g (bound %.3g), mean|O-G| %.3g "
+               "(bound %.3g)\n", attn_rule_name(v.rule), v.max_err, v.max_bound, v.mean_err, v.mean_bound);
+        goto done;
+    }
+    printf("verified: max|O-G| %.3g (bound %.3g), mean|O-G| %.3g (bound %.3g)\n", v.max_err, v.max_bound,
+           v.mean_err, v.mean_bound);
+    bad = 0;
+done:
+    cudaFree(dG);
+    cudaFree(dR);
+    return bad;
+}
+
+/* attn_cudnn_probe --time ...: plans the shape as attn_benchmark does (autotuned unless
+ * ATTN_CUDNN_AUTOTUNE=0), verifies the output, times it with the benchmarks' rules and
+ * prints one line "RESULT {json}" (median_ms, ci_lo_ms, ci_hi_ms, min_ms, samples, noisy,
+ * kind, engine, configs_tried, configs_built, tuned, version, library). Exit 0; 77 no GPU,
+ * no cuDNN or not supported; 1 wrong output or a failure; 2 bad arguments. */
+static int time_main(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"time", 0, 0, 'x'}, {"dtype", 1, 0, 't'}, {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},
+        {"seqlen", 1, 0, 's'}, {"tokens", 1, 0, 'T'}, {"hidden", 1, 0, 'H'}, {"tolerance", 1, 0, 'o'},
+        {0, 0, 0, 0}};
+    const char *dtype = NULL, *mask = NULL, *tol_path = NULL;
+    int d = 0, s = 0, tokens = 0, hidden = 0, c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'x': break;
+        case 't': dtype = optarg; break;
+        case 'd': d = time_positive("--head-dim", optarg); break;
+        case 'm': mask = optarg; break;
+        case 's': s = time_positive("--seqlen", optarg); break;
+        case 'T': tokens = time_positive("--tokens", optarg); break;
+        case 'H': hidden = time_positive("--hidden", optarg); break;
+        case 'o': tol_path = optarg; break;
+        default: time_usage("unknown option");
+        }
+    }
+    attn_dtype dt;
+    if (optind != argc || !dtype || !mask || !d || !s || !tokens || !hidden || !tol_path)
+        time_usage("missing or unexpected argument");
+    if (attn_dtype_parse(dtype, &dt)) time_usage("--dtype: expected fp16 or bf16");
+    if (strcmp(mask, "full") && strcmp(mask, "causal")) time_usage("--mask: expected full or causal");
+    if (hidden % d) time_usage("--hidden must be a multiple of --head-dim");
+    char why[4096], name[160];
+    attn_tolerance tol;
+    if (attn_tolerance_load(tol_path, &tol, why, sizeof why)) {
+        fprintf(stderr, "attn_cudnn_probe: %s\n", why);
+        return 2;
+    }
+    int causal = !strcmp(mask, "causal");
+    snprintf(name, sizeof name, "cudnn_probe/time/%s/d%d/%s/s%d", dtype, d, mask, s);
+
+    if (attn_cudnn_open(&cudnn, why, sizeof why)) {
+        printf("SKIPPED: cuDNN not available: %s\n", why);
+        return ATTN_EXIT_SKIP;
+    }
+    attn_cudnn_lib_info lib;
+    attn_cudnn_get_library(cudnn, &lib);
+    printf("cuDNN %ld: %s (%s)\n", lib.version, lib.path[0] ? lib.path : lib.requested, lib.chosen_by);
+    if (!attn_gpu_available(why, sizeof why)) {
+        printf("SKIPPED: %s\n", why);
+        return ATTN_EXIT_SKIP;
+    }
+    if (attn_ref_create(&ref, why, sizeof why)) {
+        printf("ERROR: reference: %s\n", why);
+        return 2;
+    }
+    if (cudaStreamCreate(&stream) != cudaSuccess) {
+        printf("ERROR: cudaStreamCreate failed\n");
+        return 2;
+    }
+    timed_case tc = {NULL, {0}};
+    int rc = time_inputs(&tc.p, dt, d, causal, s, tokens, hidden, name);
+    if (rc) return rc;
+    printf("%s: batch %d, heads %d, BSHD\n", name, tc.p.batch, tc.p.heads);
+    rc = attn_cudnn_plan_create_ex(cudnn, &tc.p, NULL, stream, &tc.plan, why, sizeof why);
+    if (rc) {
+        printf("%s: %s\n", rc == ATTN_UNSUPPORTED ? "NOT SUPPORTED" : "ERROR", why);
+        return rc == ATTN_UNSUPPORTED ? ATTN_EXIT_SKIP : 1;
+    }
+    attn_cudnn_plan_info info;
+    attn_cudnn_plan_get_info(tc.plan, &info);
+    printf("plan: %s, engine %s; %d distinct configs tried, %d built, %d timed (%s); %s; build %.2f s, tuning "
+           "%.2f s\n", info.kind, info.engine, info.configs_tried, info.configs_built, info.configs_timed,
+           info.tuned ? "the fastest kept" : "the first kept", info.heuristics, info.build_s, info.tune_s);
+    if (why[0]) printf("note: %s\n", why);
+    if (time_verify(&tc, &tol)) return 1;
+
+    attn_timer *timer = NULL;
+    attn_timing_rules rules = {10, 0.5, 0.005, 1.0, 0.75}; /* attn_benchmark's */
+    const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
+    if (tmo && atof(tmo) > 0) rules.timeout_s = atof(tmo);
+    attn_timing t;
+    if (attn_timer_create(&timer, stream, why, sizeof why) ||
+        attn_measure(timer, run_timed, &tc, &rules, &t, why, sizeof why)) {
+        printf("ERROR: timing: %s\n", why);
+        return 1;
+    }
+    attn_timer_destroy(timer);
+    json_t *res = json_pack("{s:s, s:f, s:f, s:f, s:f, s:i, s:b, s:b, s:s, s:s, s:I, s:i, s:i, s:i, s:b, s:I, s:s}",
+                            "shape", name, "median_ms", t.median_ms, "ci_lo_ms", t.ci_lo_ms, "ci_hi_ms", t.ci_hi_ms,
+                            "min_ms", t.min_ms, "samples", t.samples, "noisy", t.noisy, "held", t.held, "kind",
+                            info.kind, "engine", info.engine, "engine_id", (json_int_t)info.engine_id,
+                            "configs_tried", info.configs_tried, "configs_built", info.configs_built,
+                            "configs_timed", info.configs_timed, "tuned", info.tuned, "version",
+                            (json_int_t)lib.version, "library", lib.path[0] ? lib.path : lib.requested);
+    char *line = res ? json_dumps(res, JSON_COMPACT) : NULL;
+    if (!line) {
+        printf("ERROR: cannot build the result's JSON\n");
+        return 1;
+    }
+    printf("%s: cuDNN %.4f ms [%.4f, %.4f] (%d samples%s)\nRESULT %s\n", name, t.median_ms, t.ci_lo_ms, t.ci_hi_ms,
+           t.samples, t.noisy ? ", noisy" : "", line);
+    free(line);
+    json_decref(res);
+    attn_cudnn_plan_destroy(tc.plan);
+    attn_ref_destroy(ref);
+    attn_cudnn_close(cudnn);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--time")) return time_main(argc, argv);
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     char why[2048];
     if (attn_cudnn_open(&cudnn, why, sizeof why)) {

@@ -1,5 +1,6 @@
 /* The environment check: what this machine offers the harness, and what to fix.
- *   attn_envcheck [--thresholds-dir DIR] [--skip-without-gpu]
+ *   attn_envcheck [--thresholds-dir DIR (default: the thresholds/ of the tree it was built from)]
+ *                 [--skip-without-gpu]
  * Reports driver and runtime versions, the GPU (name, compute capability, SMs, clocks, L2,
  * shared memory per block, ECC), cuBLAS and cuDNN versions, whether this build holds code
  * for this GPU, and whether a thresholds file matches it. Exit: the number of problems
@@ -77,7 +78,10 @@ static void report_libraries(void) {
     attn_cudnn *cudnn = NULL;
     if (attn_cudnn_open(&cudnn, why, sizeof why) == 0) {
         long v = attn_cudnn_version(cudnn);
-        printf("cuDNN %ld.%ld.%ld (the cuDNN baseline is available)\n", v / 10000, v / 100 % 100, v % 100);
+        attn_cudnn_lib_info lib;
+        attn_cudnn_get_library(cudnn, &lib);
+        printf("cuDNN %ld.%ld.%ld (the cuDNN baseline is available): %s, chosen by %s\n", v / 10000,
+               v / 100 % 100, v % 100, lib.path[0] ? lib.path : lib.requested, lib.chosen_by);
         attn_cudnn_close(cudnn);
     } else {
         printf("cuDNN not available (benchmarks report its speedup as not available): %s\n", why);
@@ -106,7 +110,8 @@ static void check_thresholds(const char *thresholds_dir, const struct cudaDevice
 }
 
 int main(int argc, char **argv) {
-    const char *thresholds_dir = "thresholds";
+    /* the thresholds of the tree this was built from, wherever it runs */
+    const char *thresholds_dir = ATTN_THRESHOLDS_DEFAULT;
     int skip_without_gpu = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--thresholds-dir") && i + 1 < argc) thresholds_dir = argv[++i];

@@ -4,11 +4,13 @@
  * No cuDNN header is included: the few enum values used below are cuDNN 9's stable ABI
  * values, as cudnn_graph.h (9.19) defines them, so this file builds where cuDNN is not
  * installed. */
-#define _GNU_SOURCE /* dladdr */
+#define _GNU_SOURCE /* dladdr, dlinfo, realpath */
 #include "cudnn_sdpa.h"
 
 #include <dlfcn.h>
 #include <float.h>
+#include <limits.h>
+#include <link.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -49,6 +52,7 @@ enum { /* cudnnReduceTensorOp_t */
 };
 
 enum { /* cudnnBackendHeurMode_t */
+    CUDNN_HEUR_MODE_B = 1,
     CUDNN_HEUR_MODE_FALLBACK = 2,
     CUDNN_HEUR_MODE_A = 3,
 };
@@ -60,6 +64,7 @@ enum { /* cudnnBackendAttributeType_t */
     CUDNN_TYPE_INT64 = 3,
     CUDNN_TYPE_VOID_PTR = 6,
     CUDNN_TYPE_HEUR_MODE = 8,
+    CUDNN_TYPE_KNOB_TYPE = 9,
     CUDNN_TYPE_POINTWISE_MODE = 14,
     CUDNN_TYPE_BACKEND_DESCRIPTOR = 15,
     CUDNN_TYPE_REDUCTION_OPERATOR_TYPE = 18,
@@ -67,9 +72,11 @@ enum { /* cudnnBackendAttributeType_t */
 
 enum { /* cudnnBackendDescriptorType_t */
     CUDNN_BACKEND_POINTWISE_DESCRIPTOR = 0,
+    CUDNN_BACKEND_ENGINE_DESCRIPTOR = 2,
     CUDNN_BACKEND_ENGINECFG_DESCRIPTOR = 3,
     CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR = 4,
     CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR = 5,
+    CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR = 7,
     CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR = 13,
     CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR = 15,
     CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR = 16,
@@ -88,9 +95,13 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_ENGINEHEUR_MODE = 200,
     CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH = 201,
     CUDNN_ATTR_ENGINEHEUR_RESULTS = 202,
+    CUDNN_ATTR_ENGINECFG_ENGINE = 300,
+    CUDNN_ATTR_ENGINECFG_KNOB_CHOICES = 302,
     CUDNN_ATTR_EXECUTION_PLAN_HANDLE = 400,
     CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG = 401,
     CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE = 402,
+    CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE = 600,
+    CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE = 601,
     CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR = 750,
     CUDNN_ATTR_OPERATION_POINTWISE_XDESC = 751,
     CUDNN_ATTR_OPERATION_POINTWISE_BDESC = 752,
@@ -98,6 +109,7 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_OPERATION_POINTWISE_TDESC = 758,
     CUDNN_ATTR_OPERATIONGRAPH_HANDLE = 800,
     CUDNN_ATTR_OPERATIONGRAPH_OPS = 801,
+    CUDNN_ATTR_ENGINE_GLOBAL_INDEX = 1301,
     CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT = 900,
     CUDNN_ATTR_TENSOR_DATA_TYPE = 901,
     CUDNN_ATTR_TENSOR_DIMENSIONS = 902,
@@ -153,13 +165,27 @@ struct attn_cudnn {
     void *handle;
     long version;
     cudnn_fns f;
+    char requested[1024];  /* the name dlopen was given */
+    const char *chosen_by; /* which setting chose it */
 };
 
 /* ---- plan ------------------------------------------------------------------------- */
 
-enum { ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_SCALE, ROLE_NEG_INF, ROLE_SKV, ROLE_SQ, ROLE_STATS };
+/* ROLE_LSE: the statistics bound to p->lse itself (want_lse, not sliced); ROLE_STATS: to the
+ * plan's scratch */
+enum { ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_SCALE, ROLE_NEG_INF, ROLE_SKV, ROLE_SQ, ROLE_STATS, ROLE_LSE };
 enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_SCALE, UID_NEG_INF, UID_SKV, UID_SQ, UID_STATS };
 enum { MAX_UIDS = 12, MAX_OPS = 24, MAX_ENGINE_CFGS = 64 };
+/* autotuning: candidates kept per graph form, knob choices read per config, tag length */
+enum { MAX_CANDIDATES = 64, KNOB_MAX = 64, TAG_LEN = 160, DEFAULT_MAX_CONFIGS = 32 };
+
+typedef struct { /* an engine config that finalized into an execution plan */
+    void *plan;        /* the execution plan (one of the plan's descriptors) */
+    int64_t workspace; /* bytes */
+    long long engine_id;
+    char tag[TAG_LEN]; /* "eng<id>_k<type>=<value>..." */
+    double ms;         /* tuning: time per run; < 0 not timed (or it failed to run) */
+} candidate;
 
 typedef struct { /* one cudaMemset2DAsync of the zero-filled (keyless) rows of O */
     int64_t offset; /* elements from p->o */
@@ -197,6 +223,23 @@ struct attn_cudnn_plan {
 
     zero_fill *fills;
     int n_fills;
+
+    /* the LSE (want_lse): stats_role is ROLE_LSE (bound to p->lse) or, when sliced,
+     * ROLE_STATS (the scratch above), copied into rows [lse_cut, seqlen_q) of each
+     * (batch, head) of p->lse while rows [0, lse_cut) get -inf from neg_inf_rows */
+    int want_lse, stats_role;
+    int64_t lse_cut;
+    float *neg_inf_rows; /* batch * heads * lse_cut floats, all -inf */
+
+    /* engine configs: what the search may do, what it found, what it chose */
+    int tune, max_configs, tuned;
+    candidate *cands; /* during creation only */
+    int n_cands;
+    int configs_tried, configs_built, configs_timed, chosen_rank;
+    char engine[TAG_LEN];
+    long long engine_id;
+    double best_ms, first_ms, build_s, tune_s;
+    char heuristics[256];
 };
 
 /* ---- messages --------------------------------------------------------------------- */
@@ -380,9 +423,18 @@ static void *matmul(builder *b, const char *what, void *a, void *bm, void *cc) {
 typedef struct {
     char first[4096]; /* the first failure: the likeliest cause when no engine works */
     char msg[4096];   /* the latest failure */
-    char counts[160]; /* per mode, "failed" or how many configs it proposed */
-    int counts_len;
+    char counts[256]; /* per mode, "failed" or how many configs it proposed */
 } heur_log;
+
+static void log_count(heur_log *lg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_count(heur_log *lg, const char *fmt, ...) {
+    size_t used = strlen(lg->counts);
+    if (used + 1 >= sizeof lg->counts) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(lg->counts + used, sizeof lg->counts - used, fmt, ap);
+    va_end(ap);
+}
 
 static void keep_first(heur_log *lg) {
     if (!lg->first[0]) snprintf(lg->first, sizeof lg->first, "%s", lg->msg);
@@ -422,90 +474,184 @@ static int64_t engine_configs(builder *hb, void *heur, const char *mode, void **
     return got;
 }
 
-/* The first of the got configs that finalizes into an execution plan: 0 with pl->exec_plan
- * and pl->workspace_size set; -1 when its workspace size cannot be read (reason in b->why,
- * the search stops); 1 when none finalizes. A config's own failures go to lg through hb. */
-static int first_exec_plan(builder *b, builder *hb, void **cfgs, int64_t got, const char *mode,
-                           heur_log *lg) {
-    attn_cudnn *c = b->c;
-    attn_cudnn_plan *pl = b->pl;
-    for (int64_t i = 0; i < got; i++) {
-        char what[96];
-        snprintf(what, sizeof what, "execution plan, %s config %lld of %lld", mode,
-                 (long long)i, (long long)got);
-        int pmark = pl->n_descs;
-        void *plan = mk(hb, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what);
-        if (!plan ||
-            SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle) ||
-            SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]) ||
-            fin(hb, plan, what)) {
-            keep_first(lg);
-            rollback(pl, pmark);
-            continue;
-        }
-        int64_t ws = 0, n = 0;
-        cudnn_status st = c->f.GetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                            CUDNN_TYPE_INT64, 1, &n, &ws);
-        if (st != CUDNN_STATUS_SUCCESS) {
-            cudnn_msg(c, b->why, b->whylen, st, "cudnnBackendGetAttribute", what,
-                      "CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
-            return -1;
-        }
-        pl->exec_plan = plan;
-        pl->workspace_size = ws < 0 ? 0 : ws;
-        return 0;
+/* Which engine and knobs a config stands for, as cudnn-frontend tags its plans:
+ * "eng<CUDNN_ATTR_ENGINE_GLOBAL_INDEX>" then "_k<knob type>=<value>" per knob choice.
+ * The descriptors it reads into are its own, destroyed before it returns. 0, or -1 (tag
+ * "eng?", *id -1) when cuDNN does not say. */
+static int config_tag(attn_cudnn *c, void *cfg, char *tag, size_t len, long long *id) {
+    snprintf(tag, len, "eng?");
+    *id = -1;
+    void *eng = NULL, *knobs[KNOB_MAX];
+    int n_knobs = 0, rc = -1;
+    int64_t n = 0, engine_index = -1;
+    if (c->f.CreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) || !eng) return -1;
+    if (c->f.GetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) ||
+        c->f.GetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &engine_index))
+        goto done;
+    *id = (long long)engine_index;
+    size_t used = (size_t)snprintf(tag, len, "eng%lld", (long long)engine_index);
+    for (; n_knobs < KNOB_MAX; n_knobs++)
+        if (c->f.CreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[n_knobs]) || !knobs[n_knobs])
+            break;
+    int64_t got = 0;
+    if (n_knobs < KNOB_MAX ||
+        c->f.GetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, KNOB_MAX, &got,
+                          knobs)) {
+        snprintf(tag + used, len - used, "_k?"); /* the engine is known, its knobs are not */
+        rc = 0;
+        goto done;
     }
-    return 1;
+    for (int64_t i = 0; i < got && i < KNOB_MAX && used < len; i++) {
+        int type = -1;
+        int64_t value = -2, cnt = 0;
+        c->f.GetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &cnt, &type);
+        c->f.GetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &cnt, &value);
+        int k = snprintf(tag + used, len - used, "_k%d=%lld", type, (long long)value);
+        if (k < 0) break;
+        used += (size_t)k;
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < n_knobs; i++) c->f.DestroyDescriptor(knobs[i]);
+    c->f.DestroyDescriptor(eng);
+    return rc;
 }
 
-/* One heuristics mode on the finalized operation graph g: as first_exec_plan (0, -1, or 1
- * with this mode's descriptors rolled back). */
-static int try_heur_mode(builder *b, void *g, int m, heur_log *lg) {
-    static const int modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    static const char *const mode_names[2] = {"heuristics mode A", "heuristics mode FALLBACK"};
+/* Finalizes one config into an execution plan, kept as a candidate: 0 built; 1 not built
+ * (its reason goes to lg through hb, its descriptors are rolled back); -1 when the plan's
+ * workspace size cannot be read (reason in b->why, the search stops). */
+static int build_candidate(builder *b, builder *hb, void *cfg, const char *what, const char *tag,
+                           long long engine_id, heur_log *lg) {
+    attn_cudnn *c = b->c;
     attn_cudnn_plan *pl = b->pl;
-    int mark = pl->n_descs;
+    int pmark = pl->n_descs;
+    void *plan = mk(hb, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what);
+    if (!plan ||
+        SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle) ||
+        SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) ||
+        fin(hb, plan, what)) {
+        keep_first(lg);
+        rollback(pl, pmark);
+        return 1;
+    }
+    int64_t ws = 0, n = 0;
+    cudnn_status st = c->f.GetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        cudnn_msg(c, b->why, b->whylen, st, "cudnnBackendGetAttribute", what,
+                  "CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
+        return -1;
+    }
+    candidate *cd = &pl->cands[pl->n_cands++];
+    cd->plan = plan;
+    cd->workspace = ws < 0 ? 0 : ws;
+    cd->engine_id = engine_id;
+    snprintf(cd->tag, sizeof cd->tag, "%s", tag);
+    cd->ms = -1;
+    return 0;
+}
+
+/* The distinct configs seen so far in one search (by tag), so that a config two heuristics
+ * modes propose is built once. */
+typedef struct {
+    char (*tags)[TAG_LEN];
+    int n, cap;
+} seen_tags;
+
+static int seen_before(seen_tags *st, const char *tag) {
+    for (int i = 0; i < st->n; i++)
+        if (!strcmp(st->tags[i], tag)) return 1;
+    if (st->n < st->cap) snprintf(st->tags[st->n++], TAG_LEN, "%s", tag);
+    return 0;
+}
+
+/* 1 when the search has what it wants: a plan when not tuning, else max_configs tried. */
+static int search_done(const attn_cudnn_plan *pl) {
+    if (!pl->tune) return pl->n_cands > 0 || pl->configs_tried >= 3 * MAX_ENGINE_CFGS;
+    return pl->configs_tried >= pl->max_configs || pl->n_cands >= MAX_CANDIDATES;
+}
+
+/* One heuristics mode on the finalized operation graph g: its configs not seen before are
+ * built into candidates (pl->cands). 0 (whatever it found), or -1 to stop the search (reason
+ * in b->why). A mode that yields no candidate leaves no descriptor behind. */
+static int collect_mode(builder *b, void *g, int mode, const char *mode_name, heur_log *lg, seen_tags *seen) {
+    attn_cudnn_plan *pl = b->pl;
+    int mark = pl->n_descs, before = pl->n_cands, fresh = 0;
     /* failures inside a mode are not final (the next config or mode may work): they go to
      * lg->msg, not to the caller's why */
     builder hb = *b;
     hb.why = lg->msg;
     hb.whylen = sizeof lg->msg;
-    void *heur = mk(&hb, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, mode_names[m]);
+    void *heur = mk(&hb, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, mode_name);
     if (!heur ||
-        SA(&hb, heur, mode_names[m], CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g) ||
-        SA(&hb, heur, mode_names[m], CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]) ||
-        fin(&hb, heur, mode_names[m])) {
+        SA(&hb, heur, mode_name, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g) ||
+        SA(&hb, heur, mode_name, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) ||
+        fin(&hb, heur, mode_name)) {
         keep_first(lg);
-        lg->counts_len += snprintf(lg->counts + lg->counts_len, sizeof lg->counts - (size_t)lg->counts_len,
-                                   "%s%s: failed", lg->counts_len ? ", " : "", mode_names[m]);
+        log_count(lg, "%s%s: failed", lg->counts[0] ? ", " : "", mode_name);
         rollback(pl, mark);
-        return 1;
+        return 0;
     }
     void *cfgs[MAX_ENGINE_CFGS];
-    int64_t got = engine_configs(&hb, heur, mode_names[m], cfgs, lg);
-    lg->counts_len += snprintf(lg->counts + lg->counts_len, sizeof lg->counts - (size_t)lg->counts_len,
-                               "%s%s: %lld config%s", lg->counts_len ? ", " : "", mode_names[m],
-                               (long long)got, got == 1 ? "" : "s");
-    int rc = first_exec_plan(b, &hb, cfgs, got, mode_names[m], lg);
-    if (rc != 1) return rc;
-    rollback(pl, mark);
-    return 1;
+    int64_t got = engine_configs(&hb, heur, mode_name, cfgs, lg);
+    for (int64_t i = 0; i < got && !search_done(pl); i++) {
+        char tag[TAG_LEN], what[TAG_LEN + 128];
+        long long id;
+        if (config_tag(b->c, cfgs[i], tag, sizeof tag, &id)) /* unknown: never merged with another */
+            snprintf(tag, sizeof tag, "eng?(%s #%lld)", mode_name, (long long)i);
+        if (seen_before(seen, tag)) continue;
+        fresh++;
+        pl->configs_tried++;
+        snprintf(what, sizeof what, "execution plan, %s config %lld of %lld (%s)", mode_name, (long long)i,
+                 (long long)got, tag);
+        if (build_candidate(b, &hb, cfgs[i], what, tag, id, lg) < 0) return -1;
+    }
+    log_count(lg, "%s%s: %lld config%s", lg->counts[0] ? ", " : "", mode_name, (long long)got, got == 1 ? "" : "s");
+    if (got > 0 && fresh < got) log_count(lg, " (%d new)", fresh);
+    if (pl->n_cands == before) rollback(pl, mark);
+    return 0;
 }
 
-/* Operation graph, then heuristics (mode A, then fallback): the first engine config that
- * finalizes into an execution plan wins. Sets pl->exec_plan and pl->workspace_size. */
+/* Operation graph, then heuristics: modes A, B and FALLBACK when tuning (every distinct
+ * config that builds becomes a candidate, up to max_configs tried), else A then FALLBACK
+ * until one config builds. Sets pl->exec_plan (the first candidate: the heuristics' first
+ * choice) and pl->workspace_size (the largest candidate's, so that any can run). */
 static int make_plan(builder *b, void **ops, int n_ops) {
     attn_cudnn *c = b->c;
+    attn_cudnn_plan *pl = b->pl;
     void *g = mk(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     if (!g || SA(b, g, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle) ||
         SA(b, g, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops) ||
         fin(b, g, "operation graph"))
         return -1;
 
-    heur_log lg = {.first = "", .counts = "", .counts_len = 0};
-    for (int m = 0; m < 2; m++) {
-        int rc = try_heur_mode(b, g, m, &lg);
-        if (rc != 1) return rc;
+    static const int tuned_modes[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
+    static const int first_modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    static const char *const tuned_names[3] = {"heuristics mode A", "heuristics mode B", "heuristics mode FALLBACK"};
+    static const char *const first_names[2] = {"heuristics mode A", "heuristics mode FALLBACK"};
+    const int n_modes = pl->tune ? 3 : 2;
+    const int *modes = pl->tune ? tuned_modes : first_modes;
+    const char *const *names = pl->tune ? tuned_names : first_names;
+
+    heur_log lg = {.first = "", .counts = ""};
+    seen_tags seen = {calloc(3 * MAX_ENGINE_CFGS, TAG_LEN), 0, 3 * MAX_ENGINE_CFGS};
+    if (!seen.tags) {
+        put(b->why, b->whylen, "out of host memory (engine config tags)");
+        return -1;
+    }
+    pl->n_cands = pl->configs_tried = 0;
+    int rc = 0;
+    for (int m = 0; m < n_modes && !rc && !search_done(pl); m++)
+        rc = collect_mode(b, g, modes[m], names[m], &lg, &seen);
+    free(seen.tags);
+    snprintf(pl->heuristics, sizeof pl->heuristics, "%s", lg.counts);
+    if (rc) return -1;
+    if (pl->n_cands > 0) {
+        pl->exec_plan = pl->cands[0].plan;
+        pl->workspace_size = 0;
+        for (int i = 0; i < pl->n_cands; i++)
+            if (pl->cands[i].workspace > pl->workspace_size) pl->workspace_size = pl->cands[i].workspace;
+        pl->configs_built = pl->n_cands;
+        return 0;
     }
     if (!lg.first[0] && c->f.GetLastErrorString) {
         char last[4000] = "";
@@ -515,8 +661,8 @@ static int make_plan(builder *b, void **ops, int n_ops) {
             if (*t == '\n' || *t == '\r') *t = ' ';
         if (last[0]) snprintf(lg.first, sizeof lg.first, "cuDNN's last error: %s", last);
     }
-    put(b->why, b->whylen, "no engine supports this graph (%s); first failure: %s", lg.counts,
-        lg.first[0] ? lg.first : "none reported");
+    put(b->why, b->whylen, "no engine supports this graph (%s; %d distinct config%s tried); first failure: %s",
+        lg.counts, pl->configs_tried, pl->configs_tried == 1 ? "" : "s", lg.first[0] ? lg.first : "none reported");
     return -1;
 }
 
@@ -545,7 +691,7 @@ static int graph_sdpa_op(builder *b, const problem *pr, bool stats_out) {
     void *sc = o ? io_tensor(b, "scale tensor", UID_SCALE, ROLE_SCALE, CUDNN_DATA_FLOAT, one, one, true) : NULL;
     void *st = NULL;
     if (!sc) return -1;
-    if (stats_out && !(st = io_tensor(b, "stats tensor", UID_STATS, ROLE_STATS, CUDNN_DATA_FLOAT, dr, sr, false)))
+    if (stats_out && !(st = io_tensor(b, "stats tensor", UID_STATS, b->pl->stats_role, CUDNN_DATA_FLOAT, dr, sr, false)))
         return -1;
     const char *what = "SDPA_FWD operation";
     void *op = mk(b, CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, what);
@@ -637,7 +783,7 @@ static int graph_composite(builder *b, const problem *pr, bool stats_out) {
     if (!sum || !(ops[n++] = reduction(b, "reduce sum", CUDNN_REDUCE_TENSOR_ADD, ex, sum))) return -1;
     void *lg = virt(b, "log sum", F, dr, sr);
     if (!lg || !(ops[n++] = pointwise(b, "log", CUDNN_POINTWISE_LOG, F, -1, sum, NULL, NULL, lg))) return -1;
-    void *stats = stats_out ? io_tensor(b, "stats tensor", UID_STATS, ROLE_STATS, F, dr, sr, false)
+    void *stats = stats_out ? io_tensor(b, "stats tensor", UID_STATS, b->pl->stats_role, F, dr, sr, false)
                             : virt(b, "stats", F, dr, sr);
     if (!stats || !(ops[n++] = pointwise(b, "add stats", CUDNN_POINTWISE_ADD, F, -1, mx, lg, NULL, stats)))
         return -1;
@@ -660,16 +806,18 @@ static int sym(void *lib, const char *name, void *fnptr, int required, char *why
     return 0;
 }
 
-/* No ATTN_CUDNN_LIB: libcudnn.so.9, libcudnn.so, then beside the CUDA runtime; on failure
- * every name tried, with dlerror's reason, goes to why. */
-static void *load_default_library(char *why, size_t whylen) {
+/* The default search: libcudnn.so.9, libcudnn.so, then beside the CUDA runtime; the name
+ * that loaded goes to requested; on failure every name tried, with dlerror's reason, goes
+ * to why. */
+static void *load_default_library(char *requested, size_t rlen, char *why, size_t whylen) {
     char errs[1536] = "";
     size_t el = 0;
     void *lib = NULL;
     static const char *const names[2] = {"libcudnn.so.9", "libcudnn.so"};
     for (int i = 0; i < 2 && !lib; i++) {
         lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
+        if (lib) snprintf(requested, rlen, "%s", names[i]);
+        else {
             const char *e = dlerror();
             int k = snprintf(errs + el, sizeof errs - el, "%s%s not found: %s", el ? "; " : "",
                              names[i], e ? e : "?");
@@ -685,7 +833,8 @@ static void *load_default_library(char *why, size_t whylen) {
             int len = (int)(slash - info.dli_fname);
             snprintf(path, sizeof path, "%.*s/libcudnn.so.9", len, info.dli_fname);
             lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (!lib) {
+            if (lib) snprintf(requested, rlen, "%s", path);
+            else {
                 const char *e = dlerror();
                 snprintf(errs + el, sizeof errs - el, "; %s: %s", path, e ? e : "?");
             }
@@ -695,16 +844,54 @@ static void *load_default_library(char *why, size_t whylen) {
     return lib;
 }
 
-/* libcudnn: ATTN_CUDNN_LIB when set (and then only it), else the default places. */
-static void *load_library(char *why, size_t whylen) {
+/* The build's default library: the CMake cache option ATTN_CUDNN_LIB, empty when unset. */
+#ifdef ATTN_CUDNN_DEFAULT_LIB
+static const char build_default_lib[] = ATTN_CUDNN_DEFAULT_LIB;
+#else
+static const char build_default_lib[] = "";
+#endif
+
+static const char CHOSEN_BY_ENV[] = "ATTN_CUDNN_LIB (environment)";
+static const char CHOSEN_BY_CMAKE[] = "ATTN_CUDNN_LIB (CMake option, build default)";
+static const char CHOSEN_BY_SEARCH[] = "default search";
+
+/* libcudnn: $ATTN_CUDNN_LIB when set (and then only it), else the build's default (and then
+ * only it), else the default places. requested and chosen_by say which. */
+static void *load_library(char *requested, size_t rlen, const char **chosen_by, char *why, size_t whylen) {
     const char *env = getenv("ATTN_CUDNN_LIB");
-    if (!env || !*env) return load_default_library(why, whylen);
-    void *lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    const char *name = env && *env ? env : build_default_lib;
+    requested[0] = 0;
+    if (!*name) {
+        *chosen_by = CHOSEN_BY_SEARCH;
+        return load_default_library(requested, rlen, why, whylen);
+    }
+    *chosen_by = env && *env ? CHOSEN_BY_ENV : CHOSEN_BY_CMAKE;
+    snprintf(requested, rlen, "%s", name);
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
-        put(why, whylen, "%s (ATTN_CUDNN_LIB) not found: %s", env, e ? e : "?");
+        put(why, whylen, "%s not found (chosen by %s): %s%s", name, *chosen_by, e ? e : "?",
+            env && *env ? "" : " (unset the CMake option, or set $ATTN_CUDNN_LIB, to load another)");
     }
     return lib;
+}
+
+/* The file a loaded library came from, symbolic links resolved; "" when unknown. */
+static void library_path(void *lib, char *path, size_t len) {
+    path[0] = 0;
+    const char *name = NULL;
+    struct link_map *lm = NULL;
+    if (dlinfo(lib, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0]) name = lm->l_name;
+    Dl_info info;
+    void *s = dlsym(lib, "cudnnGetVersion");
+    if (!name && s && dladdr(s, &info) && info.dli_fname) name = info.dli_fname;
+    if (!name) return;
+    char resolved[PATH_MAX];
+    const char *src = realpath(name, resolved) ? resolved : name;
+    size_t n = strlen(src);
+    if (n >= len) n = len - 1; /* cut, never overflowed */
+    memcpy(path, src, n);
+    path[n] = 0;
 }
 
 /* Every entry point this file calls; only cudnnGetLastErrorString may be missing. */
@@ -732,7 +919,9 @@ int attn_cudnn_open(attn_cudnn **out, char *why, size_t whylen) {
         return -1;
     }
     *out = NULL;
-    void *lib = load_library(why, whylen);
+    char requested[1024];
+    const char *chosen_by = CHOSEN_BY_SEARCH;
+    void *lib = load_library(requested, sizeof requested, &chosen_by, why, whylen);
     if (!lib) return -1;
 
     attn_cudnn *c = calloc(1, sizeof *c);
@@ -742,6 +931,8 @@ int attn_cudnn_open(attn_cudnn **out, char *why, size_t whylen) {
         return -1;
     }
     c->lib = lib;
+    snprintf(c->requested, sizeof c->requested, "%s", requested);
+    c->chosen_by = chosen_by;
     cudnn_fns *f = &c->f;
     if (load_symbols(lib, f, why, whylen)) {
         dlclose(lib);
@@ -770,6 +961,37 @@ int attn_cudnn_open(attn_cudnn **out, char *why, size_t whylen) {
 
 long attn_cudnn_version(const attn_cudnn *c) { return c ? c->version : 0; }
 
+void attn_cudnn_get_library(const attn_cudnn *c, attn_cudnn_lib_info *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->chosen_by = c ? c->chosen_by : "";
+    if (!c) return;
+    out->version = c->version;
+    snprintf(out->requested, sizeof out->requested, "%s", c->requested);
+    library_path(c->lib, out->path, sizeof out->path);
+}
+
+int attn_cudnn_library_info(attn_cudnn_lib_info *out, char *why, size_t whylen) {
+    if (why && whylen) why[0] = 0;
+    if (!out) {
+        put(why, whylen, "attn_cudnn_library_info: out is NULL");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->chosen_by = CHOSEN_BY_SEARCH;
+    void *lib = load_library(out->requested, sizeof out->requested, &out->chosen_by, why, whylen);
+    if (!lib) return -1;
+    library_path(lib, out->path, sizeof out->path);
+    size_t (*get_version)(void) = NULL;
+    if (sym(lib, "cudnnGetVersion", &get_version, 1, why, whylen)) {
+        dlclose(lib);
+        return -1;
+    }
+    out->version = (long)get_version();
+    dlclose(lib);
+    return 0;
+}
+
 void attn_cudnn_close(attn_cudnn *c) {
     if (!c) return;
     if (c->handle) c->f.Destroy(c->handle);
@@ -786,7 +1008,9 @@ void attn_cudnn_plan_destroy(attn_cudnn_plan *pl) {
     free(pl->descs);
     if (pl->workspace) cudaFree(pl->workspace);
     if (pl->stats) cudaFree(pl->stats);
+    if (pl->neg_inf_rows) cudaFree(pl->neg_inf_rows);
     free(pl->fills);
+    free(pl->cands);
     free(pl);
 }
 
@@ -854,6 +1078,7 @@ static int attempt(attn_cudnn *c, attn_cudnn_plan *pl, const problem *pr, int sd
         rollback(pl, mark);
         pl->n_uids = 0;
         pl->exec_plan = NULL;
+        pl->n_cands = 0;
     }
     return rc;
 }
@@ -874,18 +1099,20 @@ typedef struct {
     int allow_direct, allow_slice; /* ATTN_CUDNN_SQ_GT_SK: direct, slice */
 } graph_forms;
 
-static int read_graph_forms(graph_forms *gf, char *why, size_t whylen) {
-    const char *gm = getenv("ATTN_CUDNN_GRAPH"), *sm = getenv("ATTN_CUDNN_SQ_GT_SK");
+static int read_graph_forms(graph_forms *gf, const attn_cudnn_plan_opts *o, char *why, size_t whylen) {
+    const char *gm = o->graph ? o->graph : getenv("ATTN_CUDNN_GRAPH");
+    const char *sm = o->sq_gt_sk ? o->sq_gt_sk : getenv("ATTN_CUDNN_SQ_GT_SK");
     gf->allow_op = !gm || !*gm || !strcmp(gm, "auto") || !strcmp(gm, "sdpa");
     gf->allow_composite = !gm || !*gm || !strcmp(gm, "auto") || !strcmp(gm, "composite");
     gf->allow_direct = !sm || !*sm || !strcmp(sm, "auto") || !strcmp(sm, "direct");
     gf->allow_slice = !sm || !*sm || !strcmp(sm, "auto") || !strcmp(sm, "slice");
     if (!gf->allow_op && !gf->allow_composite) {
-        put(why, whylen, "ATTN_CUDNN_GRAPH=%s: expected auto, sdpa or composite", gm);
+        put(why, whylen, "%s=%s: expected auto, sdpa or composite", o->graph ? "graph option" : "ATTN_CUDNN_GRAPH", gm);
         return -1;
     }
     if (!gf->allow_direct && !gf->allow_slice) {
-        put(why, whylen, "ATTN_CUDNN_SQ_GT_SK=%s: expected auto, direct or slice", sm);
+        put(why, whylen, "%s=%s: expected auto, direct or slice", o->sq_gt_sk ? "sq_gt_sk option" : "ATTN_CUDNN_SQ_GT_SK",
+            sm);
         return -1;
     }
     return 0;
@@ -901,6 +1128,13 @@ static attn_cudnn_plan *new_plan(attn_cudnn *c, const attn_fwd_params *p) {
     pl->shape.o = NULL;
     pl->shape.lse = NULL;
     pl->esize = 2;
+    pl->stats_role = ROLE_STATS;
+    pl->engine_id = -1;
+    snprintf(pl->engine, sizeof pl->engine, "eng?");
+    if (!(pl->cands = calloc(MAX_CANDIDATES, sizeof *pl->cands))) {
+        free(pl);
+        return NULL;
+    }
     pl->scale = p->softmax_scale;
     /* cudnn-frontend masks with -inf from cuDNN 9.10 on, with the lowest float before */
     pl->neg_inf = c->version >= 91000 ? -INFINITY : -FLT_MAX;
@@ -935,10 +1169,19 @@ typedef struct {
 } graph_search;
 
 /* attempt() with virtual stats, then with stats as an output: the one that worked (0 or 1),
- * or -1 with both reasons in gs->err. */
-static int attempt_both(graph_search *gs, const problem *pr, int sdpa_op) {
-    for (int s = 0; s < 2; s++)
-        if (!attempt(gs->c, gs->pl, pr, sdpa_op, s == 1, gs->err[s], sizeof gs->err[s])) return s;
+ * or -1 with both reasons in gs->err. With want_lse only the second: the statistics are
+ * bound to p->lse, or (sliced) to the scratch that plan_run copies into p->lse. */
+static int attempt_both(graph_search *gs, const problem *pr, int sdpa_op, int sliced) {
+    attn_cudnn_plan *pl = gs->pl;
+    for (int s = 0; s < 2; s++) {
+        if (pl->want_lse && s == 0) {
+            snprintf(gs->err[0], sizeof gs->err[0], "not tried (the LSE is wanted: the statistics must be an output)");
+            continue;
+        }
+        pl->stats_role = pl->want_lse && !sliced ? ROLE_LSE : ROLE_STATS;
+        if (!attempt(gs->c, pl, pr, sdpa_op, s == 1, gs->err[s], sizeof gs->err[s])) return s;
+    }
+    pl->stats_role = ROLE_STATS;
     return -1;
 }
 
@@ -949,7 +1192,7 @@ static void try_sdpa_op(graph_search *gs) {
             append(gs->reasons, sizeof gs->reasons, "sdpa_fwd op: needs cuDNN >= 9.13.1 (this is %ld)", gs->c->version);
             return;
         }
-        int s = attempt_both(gs, &gs->pr, 1);
+        int s = attempt_both(gs, &gs->pr, 1, 0);
         if (s < 0) {
             append(gs->reasons, sizeof gs->reasons, "sdpa_fwd op: %s | with stats output: %s", gs->err[0], gs->err[1]);
             return;
@@ -966,7 +1209,7 @@ static void try_sdpa_op(graph_search *gs) {
 
 /* 2a. the composite graph on the whole problem (bottom-right causal mask when Sq != Sk) */
 static void try_composite_direct(graph_search *gs) {
-    int s = attempt_both(gs, &gs->pr, 0);
+    int s = attempt_both(gs, &gs->pr, 0, 0);
     if (s < 0) {
         append(gs->reasons, sizeof gs->reasons, "%scomposite graph: %s | with stats output: %s",
                gs->reasons[0] ? "; " : "", gs->err[0], gs->err[1]);
@@ -986,7 +1229,7 @@ static void try_composite_sliced(graph_search *gs, int tried_direct) {
     int64_t cut = gs->pr.Sq - gs->pr.Sk;
     gs->pl->q_offset = cut * gs->p->q_row_stride;
     gs->pl->o_offset = cut * gs->p->o_row_stride;
-    int s = attempt_both(gs, &ps, 0);
+    int s = attempt_both(gs, &ps, 0, 1);
     if (s < 0) {
         append(gs->reasons, sizeof gs->reasons, "%scomposite graph on Q sliced to its last Sk rows: %s | with stats output: %s",
                gs->reasons[0] ? "; " : "", gs->err[0], gs->err[1]);
@@ -1031,7 +1274,7 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, bool stats
             return -1;
         }
     }
-    if (stats_out) {
+    if (stats_out && pl->stats_role == ROLE_STATS) {
         size_t bytes = (size_t)p->batch * (size_t)p->heads * (size_t)pl->sq * sizeof(float);
         cudaError_t e = cudaMalloc((void **)&pl->stats, bytes);
         if (e != cudaSuccess) {
@@ -1047,33 +1290,103 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, bool stats
             return -1;
         }
     }
+    if (sliced && pl->want_lse) { /* -inf for the rows that see no key, copied in plan_run */
+        const int64_t cut = (int64_t)p->seqlen_q - p->seqlen_k;
+        const size_t n = (size_t)p->batch * (size_t)p->heads * (size_t)cut;
+        float *h = malloc(n * sizeof *h);
+        if (!h) {
+            put(why, whylen, "out of host memory (-inf rows of the LSE)");
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) h[i] = -INFINITY;
+        cudaError_t e = cudaMalloc((void **)&pl->neg_inf_rows, n * sizeof *h);
+        if (e == cudaSuccess) e = cudaMemcpy(pl->neg_inf_rows, h, n * sizeof *h, cudaMemcpyHostToDevice);
+        free(h);
+        if (e != cudaSuccess) {
+            put(why, whylen, "-inf rows of the LSE (%zu bytes): %s", n * sizeof *h, cudaGetErrorString(e));
+            return -1;
+        }
+        pl->lse_cut = cut;
+    }
     return 0;
 }
 
-int attn_cudnn_plan_create(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn_plan **out,
-                           char *why, size_t whylen) {
+attn_cudnn_plan_opts attn_cudnn_plan_opts_default(void) {
+    attn_cudnn_plan_opts o = {.tune = -1, .max_configs = 0, .tune_runs = 0, .want_lse = 0, .graph = NULL,
+                              .sq_gt_sk = NULL};
+    return o;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A non-negative integer from the environment, dflt when unset or empty; -1 (reason in
+ * why) when it is not one in [lo, hi]. */
+static int env_int(const char *name, int dflt, int lo, int hi, int *out, char *why, size_t whylen) {
+    const char *v = getenv(name);
+    *out = dflt;
+    if (!v || !*v) return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < lo || x > hi) {
+        put(why, whylen, "%s=%s: expected an integer from %d to %d", name, v, lo, hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* The options with the environment's values (and the defaults) filled in. */
+static int resolve_opts(const attn_cudnn_plan_opts *in, attn_cudnn_plan_opts *o, char *why, size_t whylen) {
+    *o = in ? *in : attn_cudnn_plan_opts_default();
+    if (o->tune < 0 && env_int("ATTN_CUDNN_AUTOTUNE", 1, 0, 1, &o->tune, why, whylen)) return -1;
+    if (o->max_configs <= 0 &&
+        env_int("ATTN_CUDNN_TUNE_MAX_CONFIGS", DEFAULT_MAX_CONFIGS, 1, MAX_CANDIDATES, &o->max_configs, why, whylen))
+        return -1;
+    if (o->max_configs > MAX_CANDIDATES) o->max_configs = MAX_CANDIDATES;
+    if (o->tune_runs <= 0 && env_int("ATTN_CUDNN_TUNE_RUNS", 0, 0, 1000, &o->tune_runs, why, whylen)) return -1;
+    return 0;
+}
+
+/* Checks the arguments of a create call; 0, or -1 with why. */
+static int check_create_args(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn_plan **out, const char *fn,
+                             char *why, size_t whylen) {
     if (why && whylen) why[0] = 0;
     if (!out) {
-        put(why, whylen, "attn_cudnn_plan_create: out is NULL");
+        put(why, whylen, "%s: out is NULL", fn);
         return -1;
     }
     *out = NULL;
     if (!c || !p) {
-        put(why, whylen, "attn_cudnn_plan_create: NULL argument");
+        put(why, whylen, "%s: NULL argument", fn);
         return -1;
     }
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->head_dim < 1 ||
         (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)) {
-        put(why, whylen, "attn_cudnn_plan_create: bad problem (b=%d h=%d sq=%d sk=%d d=%d dtype=%d)",
-            p->batch, p->heads, p->seqlen_q, p->seqlen_k, p->head_dim, (int)p->dtype);
+        put(why, whylen, "%s: bad problem (b=%d h=%d sq=%d sk=%d d=%d dtype=%d)", fn, p->batch, p->heads,
+            p->seqlen_q, p->seqlen_k, p->head_dim, (int)p->dtype);
         return -1;
     }
+    return 0;
+}
+
+/* The graph search and the plan's buffers, with resolved options: 0, ATTN_UNSUPPORTED or
+ * -1, as attn_cudnn_plan_create. The plan keeps its candidates (pl->cands) for tuning. */
+static int build_plan(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_plan_opts *o,
+                      attn_cudnn_plan **out, char *why, size_t whylen) {
+    const double t0 = now_s();
     graph_search gs = {.c = c, .p = p, .notes = "", .reasons = ""};
-    if (read_graph_forms(&gs.gf, why, whylen)) return -1;
+    if (read_graph_forms(&gs.gf, o, why, whylen)) return -1;
     if (!(gs.pl = new_plan(c, p))) {
         put(why, whylen, "out of host memory");
         return -1;
     }
+    gs.pl->tune = o->tune;
+    gs.pl->max_configs = o->max_configs;
+    gs.pl->want_lse = o->want_lse;
     gs.pr = problem_of(p);
 
     try_sdpa_op(&gs);
@@ -1088,12 +1401,222 @@ int attn_cudnn_plan_create(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn_p
         attn_cudnn_plan_destroy(pl);
         return -1;
     }
+    /* until tuning says otherwise: the heuristics' first choice */
+    snprintf(pl->engine, sizeof pl->engine, "%s", pl->cands[0].tag);
+    pl->engine_id = pl->cands[0].engine_id;
+    pl->build_s = now_s() - t0;
     char *notes = gs.notes;
     size_t nl = strlen(notes);
     while (nl > 0 && (notes[nl - 1] == ' ' || notes[nl - 1] == ';')) notes[--nl] = 0;
     put(why, whylen, "%s", notes);
     *out = pl;
     return 0;
+}
+
+/* Destroys one descriptor of the plan (an execution plan that lost), keeping the order of
+ * the others. */
+static void drop_desc(attn_cudnn_plan *pl, void *d) {
+    for (int i = 0; i < pl->n_descs; i++)
+        if (pl->descs[i] == d) {
+            pl->c->f.DestroyDescriptor(d);
+            memmove(&pl->descs[i], &pl->descs[i + 1], (size_t)(pl->n_descs - i - 1) * sizeof *pl->descs);
+            pl->n_descs--;
+            return;
+        }
+}
+
+/* Time per run of the plan's current execution plan on p, stream: one warm-up, one run
+ * timed alone, then three rounds of `runs` back-to-back runs (0: enough for about 1 ms by
+ * the lone run's time, 1 to 50) between events; the fastest round. 0, 1 when this config fails to run (reason in why; the next may
+ * work), -1 on a CUDA error (the context may be lost: the search stops). */
+static int time_config(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream, int runs,
+                       cudaEvent_t ev[2], double *ms, char *why, size_t whylen) {
+    float t = 0;
+    /* the warm-up (lazy module loading, first-launch costs), then one run that is timed
+     * to size the rounds */
+    if (attn_cudnn_plan_run(pl, p, stream, why, whylen)) return 1;
+    cudaError_t e = cudaEventRecord(ev[0], stream);
+    if (e == cudaSuccess && attn_cudnn_plan_run(pl, p, stream, why, whylen)) {
+        cudaStreamSynchronize(stream);
+        return 1;
+    }
+    if (e == cudaSuccess) e = cudaEventRecord(ev[1], stream);
+    if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&t, ev[0], ev[1]);
+    if (e != cudaSuccess) goto cuda_error;
+    if (runs <= 0) { /* about 1 ms per round, from the warm-up's time */
+        runs = t > 0.02f ? (int)ceil(1.0 / t) : 50;
+        if (runs > 50) runs = 50;
+    }
+    double best = INFINITY;
+    for (int round = 0; round < 3; round++) {
+        if ((e = cudaEventRecord(ev[0], stream)) != cudaSuccess) goto cuda_error;
+        for (int i = 0; i < runs; i++)
+            if (attn_cudnn_plan_run(pl, p, stream, why, whylen)) {
+                cudaStreamSynchronize(stream);
+                return 1;
+            }
+        if ((e = cudaEventRecord(ev[1], stream)) != cudaSuccess || (e = cudaEventSynchronize(ev[1])) != cudaSuccess ||
+            (e = cudaEventElapsedTime(&t, ev[0], ev[1])) != cudaSuccess)
+            goto cuda_error;
+        if (t / runs < best) best = t / runs;
+    }
+    *ms = best;
+    return 0;
+cuda_error:
+    put(why, whylen, "CUDA error while timing %s: %s", pl->engine, cudaGetErrorString(e));
+    return -1;
+}
+
+/* Keeps the fastest candidate: sets the plan's execution plan, engine, workspace; destroys
+ * the others' execution plans. 0, or -1 with why. */
+static int keep_candidate(attn_cudnn_plan *pl, int best, char *why, size_t whylen) {
+    candidate *cb = &pl->cands[best];
+    pl->exec_plan = cb->plan;
+    snprintf(pl->engine, sizeof pl->engine, "%s", cb->tag);
+    pl->engine_id = cb->engine_id;
+    pl->chosen_rank = best;
+    pl->best_ms = cb->ms > 0 ? cb->ms : 0;
+    pl->first_ms = pl->cands[0].ms > 0 ? pl->cands[0].ms : 0;
+    for (int i = 0; i < pl->n_cands; i++)
+        if (i != best) drop_desc(pl, pl->cands[i].plan);
+    if (cb->workspace != pl->workspace_size) { /* the chosen one needs less than the largest */
+        if (pl->workspace) cudaFree(pl->workspace); /* synchronizes the device */
+        pl->workspace = NULL;
+        pl->workspace_size = cb->workspace;
+        if (cb->workspace > 0) {
+            cudaError_t e = cudaMalloc(&pl->workspace, (size_t)cb->workspace);
+            if (e != cudaSuccess) {
+                pl->workspace = NULL;
+                put(why, whylen, "cudaMalloc(workspace of %s, %lld bytes): %s", cb->tag, (long long)cb->workspace,
+                    cudaGetErrorString(e));
+                return -1;
+            }
+        }
+    }
+    pl->n_cands = 0;
+    return 0;
+}
+
+/* Runs every candidate on p and keeps the fastest (cudnn-frontend's autotune, with rounds
+ * of back-to-back runs). 0; 1 when none ran (reason in why); -1 on a CUDA error. */
+static int tune_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream, int runs, char *why,
+                     size_t whylen) {
+    const double t0 = now_s();
+    cudaEvent_t ev[2] = {NULL, NULL};
+    cudaError_t e = cudaEventCreate(&ev[0]);
+    if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
+    if (e != cudaSuccess) {
+        put(why, whylen, "cudaEventCreate: %s", cudaGetErrorString(e));
+        if (ev[0]) cudaEventDestroy(ev[0]);
+        return -1;
+    }
+    char first_fail[1024] = "", msg[1024];
+    int best = -1, rc = 0;
+    for (int i = 0; i < pl->n_cands; i++) {
+        candidate *cd = &pl->cands[i];
+        pl->exec_plan = cd->plan;
+        snprintf(pl->engine, sizeof pl->engine, "%s", cd->tag);
+        msg[0] = 0;
+        rc = time_config(pl, p, stream, runs, ev, &cd->ms, msg, sizeof msg);
+        if (rc < 0) {
+            put(why, whylen, "%s", msg);
+            break;
+        }
+        if (rc > 0) {
+            cd->ms = -1;
+            if (!first_fail[0]) snprintf(first_fail, sizeof first_fail, "%s: %s", cd->tag, msg);
+            rc = 0;
+            continue;
+        }
+        pl->configs_timed++;
+        if (best < 0 || cd->ms < pl->cands[best].ms) best = i;
+    }
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    pl->tune_s = now_s() - t0;
+    if (rc < 0) return -1;
+    if (best < 0) {
+        put(why, whylen, "none of the %d execution plans ran; first failure: %s", pl->n_cands, first_fail);
+        return 1;
+    }
+    return keep_candidate(pl, best, why, whylen);
+}
+
+int attn_cudnn_plan_create(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn_plan **out,
+                           char *why, size_t whylen) {
+    if (check_create_args(c, p, out, "attn_cudnn_plan_create", why, whylen)) return -1;
+    attn_cudnn_plan_opts o = attn_cudnn_plan_opts_default();
+    o.tune = 0;
+    int rc = build_plan(c, p, &o, out, why, whylen);
+    if (rc == 0) (*out)->n_cands = 0; /* the one built is the plan (and sized its workspace) */
+    return rc;
+}
+
+int attn_cudnn_plan_create_ex(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_plan_opts *opts,
+                              cudaStream_t stream, attn_cudnn_plan **out, char *why, size_t whylen) {
+    if (check_create_args(c, p, out, "attn_cudnn_plan_create_ex", why, whylen)) return -1;
+    attn_cudnn_plan_opts o;
+    if (resolve_opts(opts, &o, why, whylen)) return -1;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+        put(why, whylen, "attn_cudnn_plan_create_ex: the stream is capturing a CUDA graph; plans allocate and "
+            "synchronize, so create them (make the first call for this problem) before the capture");
+        return -1;
+    }
+    if (o.want_lse && (!p->lse || ((uintptr_t)p->lse & 15u))) {
+        put(why, whylen, "attn_cudnn_plan_create_ex: want_lse needs p->lse %s", p->lse ? "16-byte aligned" : "set");
+        return -1;
+    }
+    if (o.tune && (!p->q || !p->k || !p->v || !p->o)) {
+        put(why, whylen, "attn_cudnn_plan_create_ex: tuning runs the configs on p's buffers, and p has a NULL "
+            "pointer (set ATTN_CUDNN_AUTOTUNE=0 or opts.tune = 0 to plan without buffers)");
+        return -1;
+    }
+    attn_cudnn_plan *pl = NULL;
+    int rc = build_plan(c, p, &o, &pl, why, whylen);
+    if (rc) return rc;
+    char notes[2048];
+    snprintf(notes, sizeof notes, "%s", why ? why : "");
+    if (o.tune) {
+        rc = tune_plan(pl, p, stream, o.tune_runs, why, whylen);
+        if (rc) {
+            char msg[2048];
+            snprintf(msg, sizeof msg, "%s", why ? why : "");
+            put(why, whylen, "autotuning %d execution plan%s (%s): %s", pl->n_cands, pl->n_cands == 1 ? "" : "s",
+                pl->heuristics, msg);
+            attn_cudnn_plan_destroy(pl);
+            return rc > 0 ? ATTN_UNSUPPORTED : -1; /* none ran: cuDNN refused at execution */
+        }
+        pl->tuned = 1;
+        put(why, whylen, "%s", notes);
+    } else {
+        keep_candidate(pl, 0, why, whylen); /* the workspace is already the first's */
+        put(why, whylen, "%s", notes);
+    }
+    *out = pl;
+    return 0;
+}
+
+void attn_cudnn_plan_get_info(const attn_cudnn_plan *pl, attn_cudnn_plan_info *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->engine_id = -1;
+    out->kind = pl ? pl->kind : "none";
+    if (!pl) return;
+    snprintf(out->engine, sizeof out->engine, "%s", pl->engine);
+    out->engine_id = pl->engine_id;
+    out->configs_tried = pl->configs_tried;
+    out->configs_built = pl->configs_built;
+    out->configs_timed = pl->configs_timed;
+    out->tuned = pl->tuned;
+    out->chosen_rank = pl->chosen_rank;
+    out->best_ms = pl->best_ms;
+    out->first_ms = pl->first_ms;
+    out->build_s = pl->build_s;
+    out->tune_s = pl->tune_s;
+    out->workspace_bytes = (long long)pl->workspace_size;
+    snprintf(out->heuristics, sizeof out->heuristics, "%s", pl->heuristics);
 }
 
 /* The run's pointer for each uid of the plan, in pl->uids order; -1 (reason in why) when Q, K,
@@ -1113,7 +1636,12 @@ static int bind_pointers(attn_cudnn_plan *pl, const attn_fwd_params *p, void **p
         case ROLE_SKV: ptrs[i] = &pl->skv; break;
         case ROLE_SQ: ptrs[i] = &pl->sq; break;
         case ROLE_STATS: ptrs[i] = pl->stats; break;
+        case ROLE_LSE: ptrs[i] = p->lse; break;
         default: ptrs[i] = NULL; break;
+        }
+        if (pl->roles[i] == ROLE_LSE && ((uintptr_t)ptrs[i] & 15u)) {
+            put(why, whylen, "attn_cudnn_plan_run: lse is not 16-byte aligned (%p)", ptrs[i]);
+            return -1;
         }
         if (pl->roles[i] <= ROLE_O && ((uintptr_t)ptrs[i] & 15u)) {
             static const char *const names[4] = {"q", "k", "v", "o"};
@@ -1177,6 +1705,10 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
         put(why, whylen, "attn_cudnn_plan_run: p's shape/strides/dtype/causal differ from the plan's");
         return -1;
     }
+    if (pl->want_lse && !p->lse) {
+        put(why, whylen, "attn_cudnn_plan_run: the plan writes the LSE (want_lse) and p->lse is NULL");
+        return -1;
+    }
     void *ptrs[MAX_UIDS];
     if (bind_pointers(pl, p, ptrs, why, whylen)) return -1;
     pl->scale = p->softmax_scale;
@@ -1199,6 +1731,21 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
                                           z->height, stream);
         if (e != cudaSuccess) {
             put(why, whylen, "cudaMemset2DAsync (keyless rows of O): %s", cudaGetErrorString(e));
+            return -1;
+        }
+    }
+    /* sliced plans that write the LSE: the statistics of the last seqlen_k rows, and -inf in
+     * the rows before them (they see no key), for every (batch, head) */
+    if (pl->lse_cut > 0) {
+        const size_t sq = (size_t)p->seqlen_q, sk = (size_t)p->seqlen_k, cut = (size_t)pl->lse_cut;
+        const size_t bh = (size_t)p->batch * (size_t)p->heads;
+        cudaError_t e = cudaMemcpy2DAsync(p->lse + cut, sq * sizeof(float), pl->stats, sk * sizeof(float),
+                                          sk * sizeof(float), bh, cudaMemcpyDeviceToDevice, stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpy2DAsync(p->lse, sq * sizeof(float), pl->neg_inf_rows, cut * sizeof(float),
+                                  cut * sizeof(float), bh, cudaMemcpyDeviceToDevice, stream);
+        if (e != cudaSuccess) {
+            put(why, whylen, "cudaMemcpy2DAsync (LSE rows of a sliced plan): %s", cudaGetErrorString(e));
             return -1;
         }
     }

@@ -1,0 +1,206 @@
+/* cudnn: cuDNN's fused attention forward as a kernel under test, through the same code as
+ * the benchmarks' cuDNN baseline (harness/baselines/cudnn_sdpa.h). See NOTES.md.
+ *
+ * fwd looks the problem up in a cache of plans keyed on everything a plan depends on (the
+ * device, dtype, batch, heads, both lengths, head dim, causal, the twelve strides, LSE or
+ * not). The first call for a problem builds and autotunes the plan on the caller's buffers
+ * (allocation and synchronization are allowed there; not inside a CUDA graph capture);
+ * every later call only enqueues on its stream: the plan binds the call's pointers and
+ * scale, cuDNN executes, and the rows that see no key are zero-filled (O) and set to -inf
+ * (LSE) by async memset/copy nodes. Thread safety: none (the cache is not locked).
+ *
+ * Returns ATTN_UNSUPPORTED (with the reason on stderr, once per problem) where cuDNN cannot
+ * do the case: no library, a GPU before sm_80, a head dim or a stride that is not a multiple
+ * of 8 elements, a pointer not 16-byte aligned, or a graph cuDNN refuses (the LSE as an
+ * output included). Other failures return 2 with the reason on stderr. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "attn_abi.h"
+#include "cudnn_sdpa.h"
+
+enum { CUDNN_KERNEL_ERROR = 2 };
+
+#define SAY(...) (fprintf(stderr, "kernel cudnn: " __VA_ARGS__), fputc('\n', stderr))
+
+/* Everything a plan depends on; all int64 so that memcmp compares it (no padding). */
+typedef struct {
+    int64_t device, dtype, batch, heads, seqlen_q, seqlen_k, head_dim, causal, has_lse;
+    int64_t strides[12];
+} problem_key;
+
+typedef struct plan_entry {
+    problem_key key;
+    attn_cudnn_plan *plan; /* NULL: cuDNN refused this problem (said once) */
+    struct plan_entry *next;
+} plan_entry;
+
+typedef struct device_entry { /* one cuDNN handle per device (a handle is bound to one) */
+    int device, major;        /* major: compute capability */
+    attn_cudnn *cudnn;        /* NULL: cuDNN not available here (said once) */
+    struct device_entry *next;
+} device_entry;
+
+static plan_entry *plans;
+static device_entry *devices;
+
+static problem_key key_of(const attn_fwd_params *p, int device) {
+    problem_key k;
+    memset(&k, 0, sizeof k);
+    k.device = device, k.dtype = p->dtype, k.batch = p->batch, k.heads = p->heads;
+    k.seqlen_q = p->seqlen_q, k.seqlen_k = p->seqlen_k, k.head_dim = p->head_dim;
+    k.causal = p->causal != 0, k.has_lse = p->lse != NULL;
+    const int64_t s[12] = {p->q_batch_stride, p->q_head_stride, p->q_row_stride, p->k_batch_stride,
+                           p->k_head_stride,  p->k_row_stride,  p->v_batch_stride, p->v_head_stride,
+                           p->v_row_stride,   p->o_batch_stride, p->o_head_stride, p->o_row_stride};
+    memcpy(k.strides, s, sizeof s);
+    return k;
+}
+
+/* The cases cuDNN's fused attention does not take, or where its tensors (declared 16-byte
+ * aligned) would be wrong: NULL when none applies, else the reason. */
+static const char *precheck(const attn_fwd_params *p, char *buf, size_t len) {
+    if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return "dtype is neither fp16 nor bf16";
+    if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->head_dim < 1)
+        return "an empty problem";
+    if (p->head_dim % 8) {
+        snprintf(buf, len, "head_dim %d is not a multiple of 8 (cuDNN's fused attention needs 16-byte rows)",
+                 p->head_dim);
+        return buf;
+    }
+    const problem_key k = key_of(p, 0);
+    static const char *const names[12] = {"q_batch", "q_head", "q_row", "k_batch", "k_head", "k_row",
+                                          "v_batch", "v_head", "v_row", "o_batch", "o_head", "o_row"};
+    for (int i = 0; i < 12; i++)
+        if (k.strides[i] < 1 || k.strides[i] % 8) {
+            snprintf(buf, len, "%s_stride %lld is not a positive multiple of 8 elements (16 bytes)", names[i],
+                     (long long)k.strides[i]);
+            return buf;
+        }
+    const void *ptrs[5] = {p->q, p->k, p->v, p->o, p->lse};
+    static const char *const pnames[5] = {"q", "k", "v", "o", "lse"};
+    for (int i = 0; i < 5; i++)
+        if ((i < 4 && !ptrs[i]) || ((uintptr_t)ptrs[i] & 15u)) {
+            snprintf(buf, len, "%s (%p) is %s", pnames[i], ptrs[i], ptrs[i] ? "not 16-byte aligned" : "NULL");
+            return buf;
+        }
+    return NULL;
+}
+
+/* This device's cuDNN (opened on first use); NULL when it is not available (said once). */
+static device_entry *device_cudnn(int device) {
+    for (device_entry *d = devices; d; d = d->next)
+        if (d->device == device) return d;
+    device_entry *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->device = device;
+    if (cudaDeviceGetAttribute(&d->major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) d->major = 0;
+    char why[2048];
+    if (d->major < 8)
+        SAY("not supported on GPU %d: cuDNN's fused attention needs sm_80 or newer (compute capability %d.x)", device,
+            d->major);
+    else if (attn_cudnn_open(&d->cudnn, why, sizeof why)) {
+        d->cudnn = NULL;
+        SAY("not supported: cuDNN is not available: %s", why);
+    } else {
+        attn_cudnn_lib_info lib;
+        attn_cudnn_get_library(d->cudnn, &lib);
+        SAY("cuDNN %ld from %s (%s), GPU %d", lib.version, lib.path[0] ? lib.path : lib.requested, lib.chosen_by,
+            device);
+    }
+    d->next = devices;
+    devices = d;
+    return d;
+}
+
+/* The plan of p's problem, built (and autotuned) on first use: ATTN_OK with *out;
+ * ATTN_UNSUPPORTED (*out NULL); or CUDNN_KERNEL_ERROR. */
+static int plan_for(const attn_fwd_params *p, cudaStream_t stream, int device, attn_cudnn_plan **out) {
+    *out = NULL;
+    const problem_key key = key_of(p, device);
+    for (plan_entry *e = plans; e; e = e->next)
+        if (!memcmp(&e->key, &key, sizeof key)) {
+            *out = e->plan;
+            return e->plan ? ATTN_OK : ATTN_UNSUPPORTED;
+        }
+    device_entry *d = device_cudnn(device);
+    if (!d) {
+        SAY("out of host memory");
+        return CUDNN_KERNEL_ERROR;
+    }
+    if (!d->cudnn) return ATTN_UNSUPPORTED;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+        SAY("the first call for this problem (b=%d h=%d sq=%d sk=%d d=%d) is inside a CUDA graph capture; "
+            "it builds and tunes a cuDNN plan (allocation, synchronization): call fwd once before capturing",
+            p->batch, p->heads, p->seqlen_q, p->seqlen_k, p->head_dim);
+        return CUDNN_KERNEL_ERROR;
+    }
+    plan_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        SAY("out of host memory");
+        return CUDNN_KERNEL_ERROR;
+    }
+    attn_cudnn_plan_opts o = attn_cudnn_plan_opts_default();
+    o.want_lse = p->lse != NULL;
+    /* rows that see no key (causal, seqlen_q > seqlen_k): cuDNN's bottom-right graph leaves
+     * them undefined, so Q and O are sliced to the last seqlen_k rows and those rows are
+     * written by the plan (O zeros, LSE -inf), as attn_abi.h defines them */
+    if (p->causal && p->seqlen_q > p->seqlen_k) o.sq_gt_sk = "slice";
+    char why[8192];
+    int rc = attn_cudnn_plan_create_ex(d->cudnn, p, &o, stream, &e->plan, why, sizeof why);
+    if (rc != 0 && rc != ATTN_UNSUPPORTED) {
+        SAY("building the cuDNN plan failed (b=%d h=%d sq=%d sk=%d d=%d %s%s): %s", p->batch, p->heads, p->seqlen_q,
+            p->seqlen_k, p->head_dim, p->causal ? "causal" : "full", p->lse ? ", LSE" : "", why);
+        free(e);
+        return CUDNN_KERNEL_ERROR;
+    }
+    if (rc == ATTN_UNSUPPORTED) {
+        SAY("not supported by cuDNN (b=%d h=%d sq=%d sk=%d d=%d %s%s): %s", p->batch, p->heads, p->seqlen_q,
+            p->seqlen_k, p->head_dim, p->causal ? "causal" : "full", p->lse ? ", LSE" : "", why);
+        e->plan = NULL;
+    } else {
+        attn_cudnn_plan_info info;
+        attn_cudnn_plan_get_info(e->plan, &info);
+        SAY("plan for b=%d h=%d sq=%d sk=%d d=%d %s%s: %s, engine %s (%d of %d configs built, %s)%s%s", p->batch,
+            p->heads, p->seqlen_q, p->seqlen_k, p->head_dim, p->causal ? "causal" : "full", p->lse ? ", LSE" : "",
+            info.kind, info.engine, info.configs_built, info.configs_tried,
+            info.tuned ? "the fastest kept" : "the first kept", why[0] ? "; " : "", why);
+    }
+    e->key = key;
+    e->next = plans;
+    plans = e;
+    *out = e->plan;
+    return e->plan ? ATTN_OK : ATTN_UNSUPPORTED;
+}
+
+static int cudnn_fwd(const attn_fwd_params *p, cudaStream_t stream) {
+    if (!p) return CUDNN_KERNEL_ERROR;
+    char buf[256];
+    const char *no = precheck(p, buf, sizeof buf);
+    if (no) {
+        static int said; /* a reason per call would flood the log: the first few */
+        if (said++ < 4) SAY("not supported: %s", no);
+        return ATTN_UNSUPPORTED;
+    }
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        SAY("cudaGetDevice failed");
+        return CUDNN_KERNEL_ERROR;
+    }
+    attn_cudnn_plan *plan = NULL;
+    int rc = plan_for(p, stream, device, &plan);
+    if (rc != ATTN_OK) return rc;
+    char why[2048];
+    if (attn_cudnn_plan_run(plan, p, stream, why, sizeof why)) {
+        SAY("%s", why);
+        return CUDNN_KERNEL_ERROR;
+    }
+    return ATTN_OK;
+}
+
+const attn_kernel attn_kernel_cudnn = {"cudnn", cudnn_fwd};
