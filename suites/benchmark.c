@@ -96,8 +96,8 @@ static void finish(const char *verdict, int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    printf("%s: %s\n", !strcmp(verdict, "pass") ? "PASSED" : !strcmp(verdict, "fail") ? "FAILED"
-                       : !strcmp(verdict, "skipped") ? "SKIPPED" : "NOT SUPPORTED", reason);
+    printf("%s: %s\n", !strcmp(verdict, "pass") ? "PASSED" : !strcmp(verdict, "skipped") ? "SKIPPED"
+                       : !strcmp(verdict, "not_supported") ? "NOT SUPPORTED" : "FAILED", reason);
     if (B.doc) {
         json_object_set_new(B.doc, "verdict", json_string(verdict));
         json_object_set_new(B.doc, "reason", json_string(reason));
