@@ -16,10 +16,23 @@ function(_attn_shapes_error file line msg)
   _attn_fatal("${file}:${line}: ${msg}")
 endfunction()
 
+# The largest value the programs take: attn_correctness takes seqlen, batch, heads and head
+# dim up to 2^24 (positive_arg in suites/correctness.c), attn_benchmark tokens and hidden up
+# to 2^30; a larger value would configure, then fail every test it reaches.
+set(_ATTN_SHAPES_MAX_tokens 1073741824)
+set(_ATTN_SHAPES_MAX_hidden 1073741824)
+
 function(_attn_positive_ints file line axis values)
+  set(max 16777216)
+  if(DEFINED _ATTN_SHAPES_MAX_${axis})
+    set(max ${_ATTN_SHAPES_MAX_${axis}})
+  endif()
   foreach(v IN LISTS values)
-    if(NOT v MATCHES "^[1-9][0-9]*$")
-      _attn_shapes_error("${file}" ${line} "${axis}: expected positive integers, got '${v}'")
+    # at most 10 digits: if() compares numbers as doubles, exact for these
+    string(LENGTH "${v}" digits)
+    if(NOT v MATCHES "^[1-9][0-9]*$" OR digits GREATER 10 OR v GREATER max)
+      _attn_shapes_error("${file}" ${line}
+        "${axis}: expected positive integers up to ${max}, got '${v}'")
     endif()
   endforeach()
 endfunction()

@@ -4,8 +4,9 @@ run's wall time went: each phase of attn_benchmark summed over the tests ("phase
 
     scripts/bench_table.py results/<gpu>/<date>-<commit>.json
 """
-import json
 import sys
+
+from results_schema import load_results
 
 
 def fmt(x, spec):
@@ -13,8 +14,8 @@ def fmt(x, spec):
 
 
 def main(path):
-    with open(path) as f:
-        doc = json.load(f)
+    doc = load_results(path, "bench_table", run=["gpu.name", "commit", "dirty", "date", "cudnn_version"],
+                       test=["test", "verdict"], when={"kernel_timing": ["kernel_timing.median_ms"]})
     run = doc["run"]
     print(f"{run['gpu']['name']}, commit {run['commit']}{' (dirty)' if run['dirty'] else ''}, "
           f"{run['date']}, cuDNN {run['cudnn_version']}\n")

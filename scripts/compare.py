@@ -9,17 +9,16 @@ median lies above A's by more than the threshold, FASTER when below by more, oth
 (capped at 100); 2 for bad input. Results from different GPUs are refused unless told.
 """
 import argparse
-import json
 import sys
+
+from results_schema import load_results
 
 
 def load(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-        return doc, {t["test"]: t for t in doc["tests"] if t.get("kernel_timing")}
-    except (OSError, ValueError, KeyError) as e:
-        sys.exit(f"compare: {path}: not a results file ({e})")
+    doc = load_results(path, "compare", run=["gpu.name", "commit"],
+                       when={"kernel_timing": ["test", "kernel_timing.median_ms", "kernel_timing.ci_lo_ms",
+                                               "kernel_timing.ci_hi_ms"]})
+    return doc, {t["test"]: t for t in doc["tests"] if t.get("kernel_timing")}
 
 
 def main():

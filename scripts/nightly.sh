@@ -34,27 +34,28 @@ out="${new%.json}-nightly"
 mkdir -p "$out"
 cp "$build/nightly-correctness.xml" "$out/correctness.junit.xml"
 cp "$build/nightly-benchmark.xml" "$out/benchmark.junit.xml"
-# the previous run: the latest earlier results file (by its run date) sharing tests with this one
-prev=$(python3 - "$new" "$dir"/20*.json <<'PY'
-import json, sys
-new = json.load(open(sys.argv[1]))
+# the previous run: the latest earlier results file (by its run date) sharing tests with this
+# one; a new results file that is not a good one stops the nightly here (one line, exit 2)
+prev=$(python3 - "$ATTN_ROOT/scripts" "$new" "$dir"/20*.json <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from results_schema import load_results, results_or_none
+need = {"run": ["date"], "test": ["test"]}
+new = load_results(sys.argv[2], "nightly", **need)
 names = {t["test"] for t in new["tests"]}
 best = None
-for path in sys.argv[2:]:
-    if path == sys.argv[1] or "-peers" in path:
+for path in sys.argv[3:]:
+    if path == sys.argv[2] or "-peers" in path:
         continue
-    try:
-        doc = json.load(open(path))
-    except (OSError, ValueError):
-        continue
-    if not isinstance(doc, dict) or "run" not in doc or "tests" not in doc:
-        continue  # a profile, a kill matrix: not a benchmark run
+    doc = results_or_none(path, **need)
+    if doc is None:
+        continue  # a profile, a kill matrix, a damaged file: not a benchmark run
     if doc["run"]["date"] < new["run"]["date"] and names & {t["test"] for t in doc["tests"]}:
         if best is None or doc["run"]["date"] > best[0]:
             best = (doc["run"]["date"], path)
 print(best[1] if best else "")
 PY
-)
+) || exit 2
 regressions=0
 if [ -n "$prev" ]; then
   echo "== compare with $(basename "$prev")"

@@ -8,8 +8,9 @@ targets: at S >= 512 at least 1.0x torch_flash; at S <= 32 at least 2x the best 
     scripts/peer_table.py OURS.json PEERS.json [PEERS-2.json ...] [--kernel flash2] [--check]
 """
 import argparse
-import json
 import sys
+
+from results_schema import load_results
 
 BACKENDS = ["torch_flash", "torch_cudnn", "torch_efficient", "torch_math"]
 
@@ -31,20 +32,20 @@ def main():
     ap.add_argument("--check", action="store_true", help="exit status = number of missed targets")
     a = ap.parse_args()
 
-    def load(path):
-        try:
-            with open(path) as f:
-                return json.load(f)
-        except (OSError, ValueError) as e:
-            sys.exit(f"peer_table: {path}: {e}")
+    # a timed test's shape and TFLOP/s (a table row, or a backend's cell of one)
+    timed = {"kernel_timing": ["dtype", "head_dim", "causal", "seqlen_q", "seqlen_k", "tflops",
+                               "kernel_timing.median_ms"]}
 
-    ours_doc = load(a.ours)
+    def load(path, run):
+        return load_results(path, "peer_table", run=run, test=["kernel"], when=timed)
+
+    ours_doc = load(a.ours, ["gpu.name", "commit", "date"])
     ours = {shape_key(t): t for t in ours_doc["tests"] if t["kernel"] == a.kernel and median_ms(t)}
     if not ours:
         sys.exit(f"peer_table: {a.ours}: no timed tests of kernel '{a.kernel}'")
     peers = {}
     for path in a.peers:
-        doc = load(path)
+        doc = load(path, ["gpu.name"])
         if doc["run"]["gpu"]["name"] != ours_doc["run"]["gpu"]["name"]:
             sys.exit(f"peer_table: {path} is from {doc['run']['gpu']['name']}, "
                      f"{a.ours} from {ours_doc['run']['gpu']['name']}")

@@ -13,21 +13,21 @@ matplotlib; without it the report says so and has the table only.
 """
 import argparse
 import collections
-import json
 import os
 import sys
-import xml.etree.ElementTree as ET
+
+from results_schema import load_junit, load_results
+
+PROG = "report"
+# the fields a measured test's row and plots read (results/README.md)
+MEASURED = ["kernel", "dtype", "head_dim", "causal", "seqlen_q", "flops", "bytes", "tflops",
+            "kernel_timing.median_ms"]
 
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def junit_counts(path):
+def junit_counts(root):
     counts = collections.Counter()
     failed = []
-    for c in ET.parse(path).getroot().iter("testcase"):
+    for c in root.iter("testcase"):
         if c.find("failure") is not None or c.get("status") == "fail":
             counts["failed"] += 1
             failed.append(c.get("name"))
@@ -109,14 +109,20 @@ def main():
     ap.add_argument("--peers")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    doc = load(a.results)
-    prev = {t["test"]: t for t in load(a.previous)["tests"]} if a.previous else {}
-    peers = load(a.peers)["tests"] if a.peers else None
+    # every input is checked before anything is written
+    doc = load_results(a.results, PROG, run=["gpu.name", "commit", "date"], test=["test", "verdict"],
+                       when={"kernel_timing": MEASURED + ["roofline_efficiency", "baselines.reference.speedup",
+                                                          "baselines.cudnn.available"],
+                             "peaks": ["peaks.tflops", "peaks.gbs"]})
+    prev = {t["test"]: t for t in load_results(a.previous, PROG, test=["test"], when={
+        "kernel_timing": ["kernel_timing.median_ms"]})["tests"]} if a.previous else {}
+    peers = load_results(a.peers, PROG, when={"kernel_timing": MEASURED})["tests"] if a.peers else None
+    junit = load_junit(a.junit, PROG) if a.junit else None
     os.makedirs(a.out, exist_ok=True)
     run = doc["run"]
     lines = [f"# Report: {run['gpu']['name']}, commit {run['commit']}{' (dirty)' if run.get('dirty') else ''}, {run['date']}", ""]
-    if a.junit:
-        counts, failed = junit_counts(a.junit)
+    if junit is not None:
+        counts, failed = junit_counts(junit)
         lines.append(f"**Correctness:** {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped.")
         lines += [f"- failed: `{n}`" for n in failed[:50]]
     verdicts = collections.Counter(t["verdict"] for t in doc["tests"])

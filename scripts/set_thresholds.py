@@ -21,10 +21,17 @@ short-sequence path).
 """
 import argparse
 import datetime
-import json
 import os
 import re
 import sys
+
+from results_schema import load_fragment, load_results
+
+PROG = "set_thresholds"
+# what a test's section is made of: its class, and the figures of a test that has baselines
+NEEDED = {"test": ["test", "kernel"],
+          "when": {"baselines": ["dtype", "head_dim", "causal", "seqlen_q", "roofline_efficiency",
+                                 "baselines.reference.speedup", "baselines.cudnn"]}}
 
 
 def slug(name):
@@ -44,10 +51,10 @@ def main():
     runs, meta = [], None
     for r in a.runs:
         if os.path.isdir(r):
-            tests = [json.load(open(os.path.join(r, f))) for f in sorted(os.listdir(r)) if f.endswith(".json")]
+            tests = [load_fragment(os.path.join(r, f), PROG, **NEEDED) for f in sorted(os.listdir(r))
+                     if f.endswith(".json")]
         else:
-            with open(r) as f:
-                doc = json.load(f)
+            doc = load_results(r, PROG, run=["gpu.name"], **NEEDED)
             tests, meta = doc["tests"], meta or doc["run"]
         runs.append({t["test"]: t for t in tests if t["kernel"] == a.kernel and "baselines" in t
                      and (not a.only or re.search(a.only, t["test"]))})

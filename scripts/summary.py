@@ -7,7 +7,8 @@ which GPUs ran the tests (the "GPU <n>: ..." line each correctness test prints).
 import collections
 import re
 import sys
-import xml.etree.ElementTree as ET
+
+from results_schema import load_junit
 
 CHECK_FAILED = re.compile(r"check '(\w+)' failed\n(?:  shape:.*\n)?(?:  seed:.*\n)?(.*)")
 SKIP_REASON = re.compile(r"^(SKIPPED: .*|NOT SUPPORTED.*)$", re.M)
@@ -15,11 +16,7 @@ GPU_LINE = re.compile(r"^(GPU \d+: .*)$", re.M)
 
 
 def main(path):
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as e:
-        print(f"summary: cannot read {path}: {e}", file=sys.stderr)
-        return 2
+    root = load_junit(path, "summary")
     passed, failed, skipped = [], [], []
     skip_reasons = collections.Counter()
     check_failures = collections.Counter()

@@ -9,11 +9,13 @@
  * The algorithm is a private copy of kernels/simple (one warp per query row, float32
  * online softmax), templated on `int BUG`. To add a bug class: one enum value below, one
  * `if constexpr (BUG == ...)` hook where the bug lives, one line in `table`, and one row
- * in README.md. */
+ * in README.md. A bug that lives in the host code (in `broken_fwd`) launches the control's
+ * GPU kernel (`kernel_bug`), so it adds no kernel instantiations to the build. */
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "attn_abi.h"
 
@@ -46,7 +48,28 @@ enum {
     /* resources fixture: asks for more dynamic shared memory per block than the GPU allows;
      * a benchmark must call it not supported on this GPU, with both numbers */
     BUG_SMEM_TOO_BIG,
+    /* contract fixtures: right numbers, but the call breaks a rule of the ABI that the
+     * correctness suite's contract checks test */
+    BUG_OWN_STREAM,         /* works on a stream of its own: the caller's stream does not wait */
+    BUG_HOST_SYNC,          /* cudaDeviceSynchronize() in fwd: blocks the host, breaks capture */
+    BUG_ALLOC_IN_FWD,       /* cudaMalloc + cudaStreamSynchronize + cudaFree in every call */
+    BUG_CACHED_SHAPE,       /* keeps the first call's seqlen_k and uses it on every later call */
+    /* large-problem fixtures: correct until the problem outgrows a 16- or 32-bit index */
+    BUG_GRID_Y,             /* batch x heads in gridDim.y: no launch once it is over 65535 */
+    BUG_INT32_OFFSETS,      /* element offsets in 32-bit int: wrap past 2^31 elements */
+    /* sanitizer fixture: a shared-memory race that ordinary runs never show */
+    BUG_RACE,               /* lane 0 writes shared memory, its warp reads it, no __syncwarp() */
+    /* benchmark fixture: from the 3rd identical call in a row on, nothing is launched */
+    BUG_TIMING_CHEAT,
 };
+
+/* The bugs that live in the host code: they launch the control's GPU kernel. */
+constexpr int kernel_bug(int bug) {
+    return bug == BUG_OWN_STREAM || bug == BUG_HOST_SYNC || bug == BUG_ALLOC_IN_FWD ||
+                   bug == BUG_CACHED_SHAPE || bug == BUG_TIMING_CHEAT
+               ? BUG_NONE
+               : bug;
+}
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
 constexpr int kErr = 2;           /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
@@ -68,14 +91,37 @@ __device__ __forceinline__ float warp_sum(float x) {
     return x;
 }
 
+/* The query row (over batch x heads x seqlen_q) that warp w of this block computes, or -1:
+ * the rows are numbered along gridDim.x, 4 per block. */
+template <int BUG> __device__ __forceinline__ int64_t row_of(const attn_fwd_params &p, int w) {
+    if constexpr (BUG == BUG_GRID_Y) { /* BUG: blockIdx.y = b * heads + h, at most 65535 */
+        const int64_t i = (int64_t)blockIdx.x * kWarpsPerBlock + w;
+        return i < p.seqlen_q ? (int64_t)blockIdx.y * p.seqlen_q + i : -1;
+    }
+    const int64_t row = (int64_t)blockIdx.x * kWarpsPerBlock + w;
+    return row < (int64_t)p.batch * p.heads * p.seqlen_q ? row : -1;
+}
+
+/* The element offset of (b, h, s, d) in a tensor with these strides: 64-bit, as the ABI's
+ * strides are, since one tensor may hold more than 2^31 elements. */
+template <int BUG>
+__device__ __forceinline__ int64_t offset(int64_t b, int64_t bs, int64_t h, int64_t hs, int64_t s,
+                                          int64_t rs, int d) {
+    if constexpr (BUG == BUG_INT32_OFFSETS) /* BUG: `int off = b * bs + h * hs + s * rs + d;`
+        written with unsigned operands so that it wraps as such int code does on the GPU,
+        without the undefined behaviour (that would let the compiler widen it) */
+        return (int)((unsigned)b * (unsigned)bs + (unsigned)h * (unsigned)hs +
+                     (unsigned)s * (unsigned)rs + (unsigned)d);
+    return b * bs + h * hs + s * rs + d;
+}
+
 template <typename T, int D, int BUG>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 broken_fwd_kernel(const attn_fwd_params p) {
     constexpr int E = D / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t row = (int64_t)blockIdx.x * kWarpsPerBlock + warp;
-    const int64_t n_rows = (int64_t)p.batch * p.heads * p.seqlen_q;
-    const bool active = row < n_rows; /* inactive warps still reach the block's barrier */
+    const int64_t row = row_of<BUG>(p, warp);
+    const bool active = row >= 0; /* inactive warps still reach the block's barrier */
 
     const int i = active ? (int)(row % p.seqlen_q) : 0;
     const int64_t bh = active ? row / p.seqlen_q : 0;
@@ -84,9 +130,7 @@ broken_fwd_kernel(const attn_fwd_params p) {
     /* BUG_BATCH_STRIDE / BUG_HEAD_STRIDE: the inputs' offsets drop a stride */
     const int64_t bi = BUG == BUG_BATCH_STRIDE ? 0 : b, hi = BUG == BUG_HEAD_STRIDE ? 0 : h;
 
-    const T *q = (const T *)p.q + bi * p.q_batch_stride + hi * p.q_head_stride + i * p.q_row_stride;
-    const T *k = (const T *)p.k + bi * p.k_batch_stride + hi * p.k_head_stride;
-    const T *v = (const T *)p.v + bi * p.v_batch_stride + hi * p.v_head_stride;
+    const T *q = (const T *)p.q, *k = (const T *)p.k, *v = (const T *)p.v;
 
     /* Visible keys are 0 .. n_keys-1; correct: key j visible iff j <= i + seqlen_k - seqlen_q. */
     int64_t n_keys = active ? p.seqlen_k : 0;
@@ -110,7 +154,9 @@ broken_fwd_kernel(const attn_fwd_params p) {
     __half acc_h[E]; /* BUG_PV_IN_HALF's accumulator */
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-        qf[e] = active ? to_float(q[e * 32 + lane]) : 0.f;
+        qf[e] = active ? to_float(q[offset<BUG>(bi, p.q_batch_stride, hi, p.q_head_stride, i,
+                                                p.q_row_stride, e * 32 + lane)])
+                       : 0.f;
         acc[e] = 0.f;
         acc_h[e] = __float2half(0.f);
     }
@@ -118,12 +164,12 @@ broken_fwd_kernel(const attn_fwd_params p) {
     /* Online softmax: m = max score so far, l = sum exp(s - m), acc = sum exp(s - m) * v. */
     float m = -INFINITY, l = 0.f;
     for (int64_t j = 0; j < n_keys; ++j) {
-        const T *kj = k + j * p.k_row_stride;
-        const T *vj = v + j * p.v_row_stride;
         float s = 0.f;
 #pragma unroll
         for (int e = 0; e < E; ++e) /* BUG_HALF_HEAD_DIM: only dims 0..63 */
-            if (BUG != BUG_HALF_HEAD_DIM || e * 32 < 64) s += qf[e] * to_float(kj[e * 32 + lane]);
+            if (BUG != BUG_HALF_HEAD_DIM || e * 32 < 64)
+                s += qf[e] * to_float(k[offset<BUG>(bi, p.k_batch_stride, hi, p.k_head_stride, j,
+                                                    p.k_row_stride, e * 32 + lane)]);
         s = warp_sum(s) * scale;
 
         const float m_new = BUG == BUG_NO_MAX_SUBTRACT ? 0.f : fmaxf(m, s); /* BUG: no max */
@@ -132,16 +178,38 @@ broken_fwd_kernel(const attn_fwd_params p) {
         l = l * corr + pj;
 #pragma unroll
         for (int e = 0; e < E; ++e) {
+            const float vje = to_float(v[offset<BUG>(bi, p.v_batch_stride, hi, p.v_head_stride, j,
+                                                     p.v_row_stride, e * 32 + lane)]);
             if constexpr (BUG == BUG_PV_IN_HALF) /* BUG: the accumulator rounds to half */
-                acc_h[e] = __float2half(__half2float(acc_h[e]) * corr + pj * to_float(vj[e * 32 + lane]));
+                acc_h[e] = __float2half(__half2float(acc_h[e]) * corr + pj * vje);
             else
-                acc[e] = acc[e] * corr + pj * to_float(vj[e * 32 + lane]);
+                acc[e] = acc[e] * corr + pj * vje;
         }
         m = BUG == BUG_NO_MAX_SUBTRACT ? fmaxf(m, s) : m_new;
     }
     if constexpr (BUG == BUG_PV_IN_HALF) {
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[e] = __half2float(acc_h[e]);
+    }
+
+    if constexpr (BUG == BUG_RACE) {
+        /* BUG: lane 0 publishes the row's sum l in shared memory and the other 31 lanes of its
+         * warp read it back, with no __syncwarp() between the write and the reads. Since
+         * Volta a warp's lanes are not guaranteed to run in lockstep, so nothing orders the
+         * write before the reads: a data race, which compute-sanitizer's racecheck reports
+         * (a hazard between threads of one warp on l_shared[warp]).
+         * Why ordinary runs still get the right answer: the warp is converged here (every
+         * lane has just left warp_sum's __shfl_xor_sync and the key loop, whose trip count
+         * n_keys is the same for all 32 lanes), so it issues the store and then the load as
+         * two instructions in program order, and one warp's shared-memory accesses complete
+         * in order; `volatile` keeps the compiler from reordering the two or replacing the
+         * load by the value in a register. Every lane reads the value lane 0 wrote, which
+         * equals its own l (warp_sum gives every lane the same scores), so O is bit-identical
+         * to broken_none's. This is the pre-Volta "warp-synchronous" idiom: correct in
+         * practice until the warp diverges here, wrong by the programming model. */
+        __shared__ volatile float l_shared[kWarpsPerBlock];
+        if (lane == 0) l_shared[warp] = l;
+        l = l_shared[warp]; /* BUG: no __syncwarp() before this read */
     }
 
     /* The epilogue goes through shared memory: warp w stores the row of warp w + 1 (a
@@ -152,21 +220,22 @@ broken_fwd_kernel(const attn_fwd_params p) {
         stage[warp][e * 32 + lane] = BUG == BUG_EMPTY_ROW_NAN || n_keys > 0 ? acc[e] / l : 0.f;
     if constexpr (BUG != BUG_MISSING_BARRIER) __syncthreads(); /* BUG: no barrier */
     const int src = (warp + 1) % kWarpsPerBlock;
-    const int64_t src_row = (int64_t)blockIdx.x * kWarpsPerBlock + src;
-    if (src_row < n_rows) {
+    const int64_t src_row = row_of<BUG>(p, src);
+    if (src_row >= 0) {
         const int si = (int)(src_row % p.seqlen_q);
-        const int64_t sbh = src_row / p.seqlen_q;
-        T *so = (T *)p.o + (sbh / p.heads) * p.o_batch_stride + (sbh % p.heads) * p.o_head_stride +
-                si * p.o_row_stride;
-        if constexpr (BUG == BUG_ILLEGAL_ADDRESS) so += (int64_t)1 << 40; /* BUG: 2 TB past O */
+        const int64_t sbh = src_row / p.seqlen_q, sb = sbh / p.heads, sh = sbh % p.heads;
+        T *o = (T *)p.o;
+        if constexpr (BUG == BUG_ILLEGAL_ADDRESS) o += (int64_t)1 << 40; /* BUG: 2 TB past O */
         const bool skip = BUG == BUG_TAIL_ROWS_UNWRITTEN && p.seqlen_q % 64 &&
                           si >= (p.seqlen_q / 64) * 64; /* BUG: the partial query tile */
         if (!skip) {
 #pragma unroll
             for (int e = 0; e < E; ++e) {
-                so[e * 32 + lane] = from_float<T>(stage[src][e * 32 + lane]);
+                const T x = from_float<T>(stage[src][e * 32 + lane]);
+                o[offset<BUG>(sb, p.o_batch_stride, sh, p.o_head_stride, si, p.o_row_stride, e * 32 + lane)] = x;
                 if (BUG == BUG_ROW_PAST_END && si == p.seqlen_q - 1) /* BUG: one row further */
-                    so[p.o_row_stride + e * 32 + lane] = from_float<T>(stage[src][e * 32 + lane]);
+                    o[offset<BUG>(sb, p.o_batch_stride, sh, p.o_head_stride, si + 1, p.o_row_stride,
+                                  e * 32 + lane)] = x;
             }
         }
     }
@@ -194,10 +263,27 @@ int launch(const attn_fwd_params *p, cudaStream_t stream) {
         broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, want, stream>>>(*p);
         return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
     }
+    if constexpr (BUG == BUG_GRID_Y) { /* BUG: batch x heads in gridDim.y (limit 65535) */
+        const int64_t bh = (int64_t)p->batch * p->heads;
+        if (bh > 0x7fffffff) return kErr;
+        const dim3 grid((unsigned)((p->seqlen_q + kWarpsPerBlock - 1) / kWarpsPerBlock), (unsigned)bh);
+        broken_fwd_kernel<T, D, BUG><<<grid, kWarpsPerBlock * 32, 0, stream>>>(*p);
+        return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+    }
     broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
     if constexpr (BUG == BUG_SLOW_2X) /* BUG: the same work again */
         broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+}
+
+/* Picks the instantiation for the dtype and head dimension and launches it on `stream`. */
+template <int BUG>
+int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
+    constexpr int KB = kernel_bug(BUG);
+    const bool bf16 = p->dtype == ATTN_BF16 && BUG != BUG_BF16_AS_FP16; /* BUG: bf16 as fp16 */
+    if (p->head_dim == 64)
+        return bf16 ? launch<__nv_bfloat16, 64, KB>(p, stream) : launch<__half, 64, KB>(p, stream);
+    return bf16 ? launch<__nv_bfloat16, 128, KB>(p, stream) : launch<__half, 128, KB>(p, stream);
 }
 
 template <int BUG>
@@ -208,12 +294,72 @@ int broken_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
 
-    const bool bf16 = p->dtype == ATTN_BF16 && BUG != BUG_BF16_AS_FP16; /* BUG: bf16 as fp16 */
-    if (p->head_dim == 64)
-        return bf16 ? launch<__nv_bfloat16, 64, BUG>(p, stream)
-                    : launch<__half, 64, BUG>(p, stream);
-    return bf16 ? launch<__nv_bfloat16, 128, BUG>(p, stream)
-                : launch<__half, 128, BUG>(p, stream);
+    if constexpr (BUG == BUG_OWN_STREAM) {
+        /* BUG: the work goes on a non-blocking stream of the kernel's own, created once; the
+         * caller's stream is ignored and no event joins the two, so the caller's stream
+         * neither waits for the inputs' uploads to reach this work nor for this work before
+         * what the caller enqueues next (its copies of O back to the host) */
+        static cudaStream_t own;
+        if (own == nullptr && cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking) != cudaSuccess)
+            return kErr;
+        return dispatch<BUG>(p, own);
+    }
+    if constexpr (BUG == BUG_HOST_SYNC) {
+        /* BUG: a debugging leftover: the host waits for the whole device before returning.
+         * The result is right, but fwd blocks the calling thread (forever if the caller
+         * holds its stream until fwd returns) and is illegal inside CUDA graph capture. */
+        const int rc = dispatch<BUG>(p, stream);
+        if (rc != ATTN_OK) return rc;
+        return cudaDeviceSynchronize() == cudaSuccess ? ATTN_OK : kErr;
+    }
+    if constexpr (BUG == BUG_ALLOC_IN_FWD) {
+        /* BUG: a workspace (here: the LSE, always computed) allocated in every call, then the
+         * stream synchronized so that it can be freed: an allocation and a host
+         * synchronization per call (illegal in graph capture, and blocks the host) */
+        const size_t bytes = (size_t)p->batch * p->heads * p->seqlen_q * sizeof(float);
+        float *scratch = nullptr;
+        if (cudaMalloc((void **)&scratch, bytes) != cudaSuccess) return kErr;
+        attn_fwd_params w = *p;
+        w.lse = scratch;
+        int rc = dispatch<BUG>(&w, stream);
+        if (rc == ATTN_OK && p->lse != nullptr &&
+            cudaMemcpyAsync(p->lse, scratch, bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+            rc = kErr;
+        if (cudaStreamSynchronize(stream) != cudaSuccess) rc = kErr; /* before the free */
+        cudaFree(scratch);
+        return rc;
+    }
+    if constexpr (BUG == BUG_CACHED_SHAPE) {
+        /* BUG: state kept across calls: the first call's seqlen_k is remembered (as a plan or
+         * a tile count cached at first use) and used for every later call. Right as long as
+         * every call has the same shape, as every call of one correctness test has. */
+        static int first_seqlen_k;
+        if (first_seqlen_k == 0) first_seqlen_k = p->seqlen_k;
+        attn_fwd_params c = *p;
+        c.seqlen_k = first_seqlen_k;
+        return dispatch<BUG>(&c, stream);
+    }
+    if constexpr (BUG == BUG_TIMING_CHEAT) {
+        /* BUG: a call with exactly the parameters of the previous call (the same q, k, v, o
+         * and lse pointers, shape, scale and strides) on the same stream counts as a repeat,
+         * and from the third call in a row on, nothing is launched: "the output is already
+         * there". A benchmark, which calls fwd again and again on the same buffers and
+         * stream, times nothing, while O still holds the right result of an earlier call
+         * unless the harness poisons it again. The correctness checks never make three such
+         * calls in a row: each check changes the scale, the layouts, whether LSE is asked
+         * for or the stream (the contract checks' gated and captured calls), or calls once
+         * or twice; freed and reallocated buffers may well come back at the same addresses,
+         * so the pointers alone would not tell checks apart. */
+        static attn_fwd_params last;
+        static cudaStream_t last_stream;
+        static int repeats;
+        const bool again = memcmp(&last, p, sizeof last) == 0 && stream == last_stream;
+        repeats = again ? repeats + 1 : 1;
+        last = *p;
+        last_stream = stream;
+        if (repeats >= 3) return ATTN_OK; /* BUG: nothing enqueued */
+    }
+    return dispatch<BUG>(p, stream);
 }
 
 const attn_kernel table[] = {
@@ -237,6 +383,14 @@ const attn_kernel table[] = {
     { "broken_hang", broken_fwd<BUG_HANG> },
     { "broken_slow_2x", broken_fwd<BUG_SLOW_2X> },
     { "broken_smem_too_big", broken_fwd<BUG_SMEM_TOO_BIG> },
+    { "broken_own_stream", broken_fwd<BUG_OWN_STREAM> },
+    { "broken_host_sync", broken_fwd<BUG_HOST_SYNC> },
+    { "broken_alloc_in_fwd", broken_fwd<BUG_ALLOC_IN_FWD> },
+    { "broken_cached_shape", broken_fwd<BUG_CACHED_SHAPE> },
+    { "broken_grid_y", broken_fwd<BUG_GRID_Y> },
+    { "broken_int32_offsets", broken_fwd<BUG_INT32_OFFSETS> },
+    { "broken_race", broken_fwd<BUG_RACE> },
+    { "broken_timing_cheat", broken_fwd<BUG_TIMING_CHEAT> },
 };
 
 } // namespace
