@@ -167,7 +167,7 @@ extern "C" cudaError_t attn_count_changed_bytes(const void *buf, size_t from, si
                                                 unsigned char poison, attn_match *out,
                                                 cudaStream_t stream) {
     cudaError_t e = run_match(ByteNot{(const unsigned char *)buf + from, poison}, to - from, out, stream);
-    if (out->count) out->first += from;
+    if (e == cudaSuccess && out->count) out->first += from;
     return e;
 }
 
