@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Profiles one launch of a test's kernel with Nsight Compute and says what bounds it.
 
-    scripts/ncu_profile.py <test name> [--build build] [--kernel-regex RE] [--out FILE.json]
+    scripts/ncu_profile.py <test name> [--build build] [--kernel-regex RE] [--shape QxK]
+                           [--out FILE.json]
 
 The test is any CTest test of the harness (correctness/..., benchmark/...): its command
 is run under `ncu --clock-control none --launch-count 1` on the first launch of the
-kernel (a correctness test runs only its `accuracy` check). From speed-of-light memory and
+kernel (a correctness test runs only its `accuracy` check, on one case: --shape, or its
+largest, in one process). From speed-of-light memory and
 compute, achieved occupancy, registers, spills, shared-memory bank conflicts and the top
 warp stall reasons it classifies the kernel (launch-overhead-, memory-, compute- or
 latency-bound), prints the next thing to try, and writes the same as JSON
@@ -99,6 +101,7 @@ def main():
     ap.add_argument("test")
     ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
     ap.add_argument("--kernel-regex", help="ncu kernel filter (default: <kernel>_fwd_kernel from the test name)")
+    ap.add_argument("--shape", help="a correctness test's case to profile, QxK (default: its largest shape)")
     ap.add_argument("--out")
     a = ap.parse_args()
     ncu = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
@@ -112,6 +115,11 @@ def main():
     if not test:
         sys.exit(f"profile: no test named '{a.test}' in {a.build} (ctest -N lists them)")
     command = test["command"]
+    if "--shapes" in command:  # a correctness test: one case, in the process ncu starts
+        i = command.index("--shapes") + 1
+        shapes = command[i].split(",")
+        command[i] = a.shape or max(shapes, key=lambda s: int(s.split("x")[0]) * int(s.split("x")[-1]))
+        command = command + ["--in-process"]
     env = dict(os.environ, CK_FORK="no", CK_RUN_CASE="accuracy")
     for prop in test.get("properties", []):
         if prop["name"] == "ENVIRONMENT":

@@ -16,7 +16,7 @@ import collections
 import os
 import sys
 
-from results_schema import load_junit, load_results
+from results_schema import junit_cases, load_junit, load_results
 
 PROG = "report"
 # the fields a measured test's row and plots read (results/README.md)
@@ -123,8 +123,12 @@ def main():
     lines = [f"# Report: {run['gpu']['name']}, commit {run['commit']}{' (dirty)' if run.get('dirty') else ''}, {run['date']}", ""]
     if junit is not None:
         counts, failed = junit_counts(junit)
-        lines.append(f"**Correctness:** {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped.")
+        cases, failed_cases = junit_cases(junit)
+        lines.append(f"**Correctness:** {counts['passed']} tests passed, {counts['failed']} failed, "
+                     f"{counts['skipped']} skipped; their cases: {cases['passed']} passed, {cases['failed']} failed, "
+                     f"{cases['not supported']} not supported, {cases['skipped']} skipped, {cases['not run']} not run.")
         lines += [f"- failed: `{n}`" for n in failed[:50]]
+        lines += [f"- failed case: `{n}`" for n in failed_cases[:50]]
     verdicts = collections.Counter(t["verdict"] for t in doc["tests"])
     lines.append("**Benchmarks:** " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
                  + (f"; compared with {os.path.basename(a.previous)}" if a.previous else "") + ".")

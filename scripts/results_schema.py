@@ -18,7 +18,9 @@ with a kernel timing has its TFLOP/s, ...). A field is a dotted path: "gpu.name"
     doc = load_results(path, "compare", run=["gpu.name", "commit"],
                        when={"kernel_timing": ["test", "kernel_timing.median_ms"]})
 """
+import collections
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -254,3 +256,21 @@ def load_junit(path, prog):
         return root
     except BadInput as e:
         fail(prog, path, e)
+
+
+CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)\b", re.M)
+CASE_WORDS = {"passed": "passed", "FAILED": "failed", "NOT_SUPPORTED": "not supported", "SKIPPED": "skipped",
+              "NOT_RUN": "not run"}
+
+
+def junit_cases(root):
+    """The cases inside a JUnit file's correctness tests (the "CASE <case> <verdict>" lines
+    attn_correctness prints): a Counter by verdict word, and the failed and never-run cases as
+    "<test>/<case>"."""
+    counts, failed = collections.Counter(), []
+    for tc in root.iter("testcase"):
+        for label, verdict in CASE_LINE.findall(tc.findtext("system-out") or ""):
+            counts[CASE_WORDS[verdict]] += 1
+            if verdict in ("FAILED", "NOT_RUN"):
+                failed.append(f"{tc.get('name')}: case {label}")
+    return counts, failed

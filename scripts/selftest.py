@@ -34,6 +34,8 @@ CONTROLS = {"broken_none"}
 
 
 def read_shapes(path):
+    """The matrix as groups (dtype, head_dim, mask, shapes "QxK,...", batch, heads): one
+    attn_correctness process each, its cases the shapes."""
     axes, shapes = {}, []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -41,21 +43,25 @@ def read_shapes(path):
             if not w:
                 continue
             if w[0] == "shape":
-                shapes.append((int(w[1]), int(w[2]), f"q{w[1]}k{w[2]}"))
+                shapes.append(f"{w[1]}x{w[2]}")
             elif w[0] in ("dtype", "head_dim", "mask", "batch", "heads", "seqlen"):
                 axes[w[0]] = w[1:]
             else:
                 sys.exit(f"{path}:{n}: unexpected '{w[0]}'")
-    shapes = [(int(s), int(s), f"s{s}") for s in axes.get("seqlen", [])] + shapes
-    return [(dt, d, m, sq, sk, name, axes["batch"][0], axes["heads"][0])
-            for dt in axes["dtype"] for d in axes["head_dim"] for m in axes["mask"] for sq, sk, name in shapes]
+    shapes = [f"{s}x{s}" for s in axes.get("seqlen", [])] + shapes
+    return [(dt, d, m, ",".join(shapes), axes["batch"][0], axes["heads"][0])
+            for dt in axes["dtype"] for d in axes["head_dim"] for m in axes["mask"]]
 
 
-def run_case(a, kernel, plugin, case):
-    dt, d, m, sq, sk, shape, batch, heads = case
-    name = f"selftest/{kernel}/{dt}/d{d}/{m}/{shape}"
+CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)(?: (\S+))?", re.M)
+
+
+def run_group(a, kernel, plugin, group):
+    """One group's cases: [(case name, failed checks)] and the process's output."""
+    dt, d, m, shapes, batch, heads = group
+    name = f"selftest/{kernel}/{dt}/d{d}/{m}"
     cmd = [a.correctness, "--name", name, "--kernel", kernel, "--dtype", dt, "--head-dim", d, "--mask", m,
-           "--seqlen-q", str(sq), "--seqlen-k", str(sk), "--batch", batch, "--heads", heads,
+           "--shapes", shapes, "--batch", batch, "--heads", heads,
            "--tolerance", a.tolerance, "--checks", ",".join(CHECKS)] + (["--plugin", plugin] if plugin else [])
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout,
@@ -63,10 +69,17 @@ def run_case(a, kernel, plugin, case):
         out, rc = p.stdout + p.stderr, p.returncode
     except subprocess.TimeoutExpired:
         out, rc = "timed out", -1
-    failed = sorted(set(re.findall(r"check '(\w+)' failed", out)))
-    if rc not in (0, 77) and not failed:
-        failed = ["crash_or_timeout"]
-    return name, rc, failed, out
+    cases = []
+    for label, verdict, what in CASE_LINE.findall(out):
+        failed = []
+        if verdict == "FAILED":
+            failed = [c for c in what.split(",") if c in CHECKS] or ["crash_or_timeout"]
+        elif verdict == "NOT_RUN":
+            failed = ["crash_or_timeout"]
+        cases.append((f"{name}/{label.split('/')[-1]}", failed))
+    if rc not in (0, 77) and not any(f for _, f in cases):
+        cases.append((name, ["crash_or_timeout"]))
+    return cases, rc, out
 
 
 def main():
@@ -76,9 +89,9 @@ def main():
     ap.add_argument("--builtins", default="")
     ap.add_argument("--out", default=".")
     ap.add_argument("--jobs", type=int, default=8)
-    ap.add_argument("--timeout", type=int, default=60)
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per group of cases")
     a = ap.parse_args()
-    cases = read_shapes(a.shapes)
+    groups = read_shapes(a.shapes)
     listed = subprocess.run([a.lister, a.plugin], capture_output=True, text=True)
     if listed.returncode:
         sys.exit(f"selftest: {listed.stderr.strip()}")
@@ -86,31 +99,31 @@ def main():
     correct = [k for k in a.builtins.split(",") if k] + [k for k in broken if k in CONTROLS]
     kernels = [(k, None) for k in a.builtins.split(",") if k] + [(k, a.plugin) for k in broken]
 
-    jobs = [(k, p, c) for k, p in kernels for c in cases]
-    probe = run_case(a, *jobs[0])  # no GPU: every case would only say so
-    if probe[1] == 77 and "SKIPPED" in probe[3]:
-        print(probe[3].strip().splitlines()[-1])
+    jobs = [(k, p, g) for k, p in kernels for g in groups]
+    probe = run_group(a, *jobs[0])  # no GPU: every group would only say so
+    if probe[1] == 77 and "SKIPPED" in probe[2]:
+        print(probe[2].strip().splitlines()[-1])
         return 77
     results = {}
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
-        for (k, _, _), r in zip(jobs, pool.map(lambda j: run_case(a, *j), jobs)):
-            results.setdefault(k, []).append(r)
+        for (k, _, _), (cases, _, _) in zip(jobs, pool.map(lambda j: run_group(a, *j), jobs)):
+            results.setdefault(k, []).extend(cases)
     columns = CHECKS + ["crash_or_timeout"]
     matrix, ok = {}, True
-    lines = ["| kernel | shapes failed | " + " | ".join(columns) + " | verdict |",
+    lines = ["| kernel | cases failed | " + " | ".join(columns) + " | verdict |",
              "| --- | ---: | " + " | ".join("---:" for _ in columns) + " | --- |"]
     for k, _ in kernels:
         rs = results[k]
-        counts = {c: sum(c in f for _, _, f, _ in rs) for c in columns}
-        n_failed = sum(1 for _, rc, _, _ in rs if rc not in (0, 77))
+        counts = {c: sum(c in f for _, f in rs) for c in columns}
+        n_failed = sum(1 for _, f in rs if f)
         if k in correct:
             verdict = "clean (correct kernel)" if n_failed == 0 else "FALSE ALARM: a correct kernel failed"
             ok &= n_failed == 0
         else:
             verdict = "caught" if n_failed else "SURVIVED: no check caught it"
             ok &= n_failed > 0
-        matrix[k] = {"shapes": len(rs), "shapes_failed": n_failed, "checks": counts, "verdict": verdict,
-                     "failed_tests": [n for n, rc, _, _ in rs if rc not in (0, 77)]}
+        matrix[k] = {"cases": len(rs), "cases_failed": n_failed, "checks": counts, "verdict": verdict,
+                     "failed_tests": [n for n, f in rs if f]}
         lines.append(f"| {k} | {n_failed}/{len(rs)} | " + " | ".join(str(counts[c]) for c in columns) + f" | {verdict} |")
     silent = [c for c in CHECKS if not any(matrix[k]["checks"][c] for k in broken if k not in CONTROLS)]
     table = "\n".join(lines)

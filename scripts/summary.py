@@ -8,7 +8,7 @@ import collections
 import re
 import sys
 
-from results_schema import load_junit
+from results_schema import junit_cases, load_junit
 
 CHECK_FAILED = re.compile(r"check '(\w+)' failed\n(?:  shape:.*\n)?(?:  seed:.*\n)?(.*)")
 SKIP_REASON = re.compile(r"^(SKIPPED: .*|NOT SUPPORTED.*)$", re.M)
@@ -44,6 +44,12 @@ def main(path):
     total = len(passed) + len(failed) + len(skipped)
     print(f"summary of {path}: {total} tests: {len(passed)} passed, {len(failed)} failed, "
           f"{len(skipped)} skipped")
+    cases, failed_cases = junit_cases(root)
+    if cases:
+        print(f"  cases in them: {sum(cases.values())}: " + ", ".join(f"{cases[w]} {w}" for w in
+              ("passed", "failed", "not supported", "skipped", "not run")))
+        for name in failed_cases[:50]:
+            print(f"    failed case: {name}")
     for gpu, n in sorted(gpus.items()):
         print(f"  ran on {gpu}: {n} tests")
     for reason, n in skip_reasons.most_common():

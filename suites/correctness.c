@@ -1,18 +1,24 @@
-/* The correctness suite: one process per (kernel, dtype, head dim, mask, shape), one Check
- * test case per check, so a failure names its check.
+/* The correctness suite: one process per test, each test a list of cases (the cross product
+ * of dtypes, head dims, masks and shapes), one Check test case per check of a case, so a
+ * failure names its case and its check.
  *
- *   attn_correctness --name correctness/simple/bf16/d128/causal/s1000 --kernel simple
- *       [--plugin lib.so] --dtype bf16 --head-dim 128 --mask causal --seqlen-q 1000
- *       --seqlen-k 1000 --batch 2 --heads 3 --tolerance thresholds/tolerance.ini
+ *   attn_correctness --name correctness/simple/bf16/d128/causal --kernel simple
+ *       [--plugin lib.so] --dtype bf16 --head-dim 128 --mask causal --shapes 4,17,1000,1x239
+ *       --batch 2 --heads 3 --tolerance thresholds/tolerance.ini
  *
- * Exit: 0 all checks passed; 1 a check failed; 77 skipped (no GPU, or the kernel said
- * ATTN_UNSUPPORTED; the reason is printed); 2 bad arguments or a harness error.
+ * Prints one line per case, "CASE <dtype>/d<D>/<mask>/<shape> passed|FAILED <checks>|
+ * NOT_SUPPORTED|SKIPPED|NOT_RUN", a tally, and for each failed case the command that reruns
+ * it alone. Exit: 0 no case failed and one passed; 1 a case failed or did not run; 77 no GPU,
+ * or no case supported or runnable here (the reasons are printed); 2 bad arguments or a
+ * harness error.
  *
  * Isolation: a CUDA context does not survive fork(), so Check runs without forking
- * (CK_NOFORK) and CTest gives each shape its own process; a kernel that faults fails the
- * checks of its own process only, and a hang is stopped by the CTest timeout.
- * Seeds derive from the test name and the check; ATTN_SEED=<n> overrides them.
- * CK_RUN_CASE=<check> runs one check. */
+ * (CK_NOFORK) inside one child process that runs the cases (harness/supervise.h); a case that
+ * crashes it, hangs past --case-timeout or leaves its CUDA context broken fails alone, and a
+ * new child runs the cases after it. One process per case would cost a CUDA context each:
+ * about 0.13 s, serialized by the driver across processes.
+ * Seeds derive from the kernel, the case and the check (never from the grouping);
+ * ATTN_SEED=<n> overrides them. CK_RUN_CASE=<check> runs one check. */
 #include <check.h>
 #include <getopt.h>
 #include <math.h>
@@ -28,12 +34,14 @@
 #include "harness.h"
 #include "reference.h"
 #include "registry.h"
+#include "supervise.h"
 #include "verdict.h"
 
 /* ---------------------------------------------------------------- configuration ---- */
 
 static struct {
-    const char *name;      /* CTest test name: seeds and messages */
+    const char *name;      /* CTest test name: messages */
+    char seed_name[160];   /* the case's name for its seeds: correctness/<kernel>/<case> */
     const attn_kernel *kernel;
     attn_dtype dtype;
     int batch, heads, seqlen_q, seqlen_k, head_dim, causal;
@@ -66,7 +74,7 @@ static void say_header(const char *check, uint64_t seed, attn_layout lq, attn_la
     say("%s: check '%s' failed\n  shape: batch=%d heads=%d seqlen_q=%d seqlen_k=%d head_dim=%d "
         "%s %s, layouts q/k/v %s o %s, softmax_scale=%g\n  seed: ATTN_SEED=0x%016llx "
         "CK_RUN_CASE=%s reproduces it\n",
-        cfg.name, check, cfg.batch, cfg.heads, cfg.seqlen_q, cfg.seqlen_k, cfg.head_dim,
+        cfg.seed_name, check, cfg.batch, cfg.heads, cfg.seqlen_q, cfg.seqlen_k, cfg.head_dim,
         attn_dtype_name(cfg.dtype), cfg.causal ? "causal" : "full", attn_layout_name(lq),
         attn_layout_name(lo), scale, (unsigned long long)seed, check);
 }
@@ -281,8 +289,8 @@ static run_spec default_spec(int check_id) {
     s.sigma_v = 1.0;
     s.scale = (float)(1.0 / sqrt((double)cfg.head_dim));
     s.with_lse = 1;
-    s.seed = attn_seed_from_name(cfg.name) + 0x9e3779b97f4a7c15ull * (uint64_t)check_id;
-    if (getenv("ATTN_SEED") && *getenv("ATTN_SEED")) s.seed = attn_seed_from_name(cfg.name);
+    s.seed = attn_seed_from_name(cfg.seed_name) + 0x9e3779b97f4a7c15ull * (uint64_t)check_id;
+    if (getenv("ATTN_SEED") && *getenv("ATTN_SEED")) s.seed = attn_seed_from_name(cfg.seed_name);
     return s;
 }
 
@@ -793,18 +801,24 @@ static outcome check_launch(void) {
 
 /* --------------------------------------------------------------- Check plumbing ---- */
 
+/* What the checks of the current case found: unsupported checks, failed checks by name. */
 static int n_unsupported;
+static char failed_checks[256];
 
-static void finish(outcome oc) {
+static void finish(const char *check, outcome oc) {
     if (oc == CHECK_UNSUPPORTED) {
         n_unsupported++;
         return;
+    }
+    if (oc != CHECK_PASS) {
+        size_t n = strlen(failed_checks);
+        snprintf(failed_checks + n, sizeof failed_checks - n, "%s%s", n ? "," : "", check);
     }
     ck_assert_msg(oc == CHECK_PASS, "%s", msg);
 }
 
 #define CHECK_TEST(fn) \
-    START_TEST(test_##fn) { finish(check_##fn()); } \
+    START_TEST(test_##fn) { finish(#fn, check_##fn()); } \
     END_TEST
 
 CHECK_TEST(accuracy)
@@ -853,13 +867,14 @@ static int checks_valid(const char *list, char *bad, size_t badlen) {
     return 0;
 }
 
-static Suite *make_suite(const char *checks) {
+
+static Suite *make_suite(const char *name, const char *checks) {
     const TTest *tests[N_CHECKS] = {
         test_accuracy,    test_large_inputs, test_unwritten,   test_guard_bands,
         test_determinism, test_scale,        test_layouts,     test_lse,
         test_stream_order, test_graph_capture, test_interleaved, test_launch,
     };
-    Suite *s = suite_create(cfg.name);
+    Suite *s = suite_create(name);
     for (int i = 0; i < N_CHECKS; i++) {
         if (!listed(checks, CHECK_NAMES[i])) continue;
         TCase *tc = tcase_create(CHECK_NAMES[i]);
@@ -869,15 +884,128 @@ static Suite *make_suite(const char *checks) {
     return s;
 }
 
+/* ---------------------------------------------------------------------- cases ---- */
+
+/* One case: the cross product of the --dtype, --head-dim, --mask and --shapes lists. */
+typedef struct {
+    attn_dtype dtype;
+    int head_dim, causal, seqlen_q, seqlen_k;
+    char label[64]; /* fp16/d64/full/s1000, bf16/d128/causal/q1k239 */
+} test_case;
+
+typedef struct {
+    const char *kernel, *plugin, *tolerance, *checks, *dtypes, *head_dims, *masks, *shapes;
+    int in_process;
+    double case_timeout_s;
+    test_case *cases;
+    int n_cases;
+} args;
+
+/* The scale rows need tens of GB: with less free GPU memory than a check needs, the case is
+ * skipped, saying so (a smaller GPU cannot run it; that is not a pass). The largest check
+ * holds q, k, v, o and a copy of o in the dtype, and G, R in float. */
+static int enough_memory(char *why, size_t len) {
+    double eq = (double)cfg.batch * cfg.heads * cfg.seqlen_q * cfg.head_dim;
+    double ek = (double)cfg.batch * cfg.heads * cfg.seqlen_k * cfg.head_dim;
+    double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq) + (256 << 20);
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
+    snprintf(why, len, "this case needs about %.1f GiB of GPU memory; %.1f GiB of %.1f GiB are free",
+             need / (1 << 30), free_b / 1073741824.0, total_b / 1073741824.0);
+    return 0;
+}
+
+/* In the child, once: the GPU (77 without one), the stream, the reference. */
+static int child_init(void *ctx) {
+    (void)ctx;
+    char err[1024];
+    if (!attn_gpu_available(err, sizeof err)) {
+        printf("SKIPPED: %s\n", err);
+        return ATTN_EXIT_SKIP;
+    }
+    /* which GPU ran this test (with several, CTest's resource allocation picks it) */
+    int dev = -1;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        printf("GPU %d: %s, PCI %04x:%02x:%02x\n", dev, prop.name, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+    cudaError_t e = cudaStreamCreate(&cfg.stream);
+    if (e != cudaSuccess) {
+        printf("FAILED: cannot create a CUDA stream: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    if (attn_ref_create(&cfg.ref, err, sizeof err)) {
+        printf("FAILED: cannot create the reference: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* The checks of one case, as a Check suite run in this process; prints each failure. */
+static attn_case_verdict run_checks(const test_case *c, const char *checks) {
+    n_unsupported = 0, failed_checks[0] = 0, cfg.unsupported[0] = 0;
+    SRunner *sr = srunner_create(make_suite(c->label, checks));
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_SILENT);
+    int failed = srunner_ntests_failed(sr);
+    TestResult **tr = srunner_failures(sr);
+    for (int k = 0; k < failed; k++) printf("%s\n", tr_msg(tr[k]));
+    free(tr);
+    srunner_free(sr);
+    if (failed) {
+        printf("CASE %s FAILED %s\n", c->label, failed_checks[0] ? failed_checks : "(a Check error)");
+        return ATTN_CASE_FAILED;
+    }
+    if (n_unsupported) {
+        printf("CASE %s NOT_SUPPORTED\nNOT SUPPORTED (%d checks): %s\n", c->label, n_unsupported, cfg.unsupported);
+        return ATTN_CASE_UNSUPPORTED;
+    }
+    printf("CASE %s passed\n", c->label);
+    return ATTN_CASE_PASSED;
+}
+
+/* In the child: case i. A CUDA context left broken (a kernel fault is sticky) ends this
+ * process, so that the next case starts in a new one. */
+static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
+    const args *a = ctx;
+    const test_case *c = &a->cases[i];
+    cfg.dtype = c->dtype, cfg.head_dim = c->head_dim, cfg.causal = c->causal;
+    cfg.seqlen_q = c->seqlen_q, cfg.seqlen_k = c->seqlen_k;
+    /* the same seeds in any grouping of cases: from the kernel and the case alone */
+    snprintf(cfg.seed_name, sizeof cfg.seed_name, "correctness/%s/%s", a->kernel, c->label);
+    char why[256];
+    attn_case_verdict v;
+    if (!enough_memory(why, sizeof why)) {
+        printf("CASE %s SKIPPED: %s\n", c->label, why);
+        v = ATTN_CASE_SKIPPED;
+    } else {
+        v = run_checks(c, a->checks);
+    }
+    cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        printf("the CUDA context is broken after case %s (%s): the next case starts in a new process\n", c->label,
+               cudaGetErrorName(e));
+        *stop_child = 1;
+    }
+    return v;
+}
+
+static const char *case_label(int i, void *ctx) { return ((const args *)ctx)->cases[i].label; }
+
+/* ---------------------------------------------------------------- arguments ---- */
+
 static void usage(const char *why) {
     fprintf(stderr,
             "attn_correctness: %s\n"
-            "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so] --dtype fp16|bf16\n"
-            "         --head-dim D --mask full|causal --seqlen-q N --seqlen-k N --batch B --heads H\n"
-            "         --tolerance FILE.ini [--checks NAME,...]\n"
+            "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so] --dtype fp16|bf16[,...]\n"
+            "         --head-dim D[,...] --mask full|causal[,...] --shapes QxK|S[,...] --batch B --heads H\n"
+            "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process]\n"
+            "cases: the cross product of the dtype, head dim, mask and shape lists (S = SxS)\n"
             "checks: accuracy large_inputs unwritten guard_bands determinism scale layouts lse\n"
             "        (the default), stream_order graph_capture interleaved (the kernel contract),\n"
-            "        launch (one fwd, nothing judged: for compute-sanitizer)\n",
+            "        launch (one fwd, nothing judged: for compute-sanitizer)\n"
+            "--in-process: run the cases in this process (for tools that follow one process);\n"
+            "        by default a child process runs them, replaced after a crash or a hang\n",
             why);
     exit(2);
 }
@@ -892,34 +1020,64 @@ static int positive_arg(const char *opt, const char *s) {
     return (int)v;
 }
 
-/* The scale rows need tens of GB: with less free GPU memory than a check needs, skip and
- * say so (a smaller GPU cannot run them; that is not a pass). The largest check holds q, k,
- * v, o and a copy of o in the dtype, and G, R in float. */
-static int enough_memory(void) {
-    double eq = (double)cfg.batch * cfg.heads * cfg.seqlen_q * cfg.head_dim;
-    double ek = (double)cfg.batch * cfg.heads * cfg.seqlen_k * cfg.head_dim;
-    double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq) + (256 << 20);
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
-    printf("SKIPPED: this shape needs about %.1f GiB of GPU memory; %.1f GiB of %.1f GiB are free\n",
-           need / (1 << 30), free_b / 1073741824.0, total_b / 1073741824.0);
-    return 0;
+/* The elements of a comma-separated list into out[] (at most max, each under 32 chars). */
+static int split_list(const char *opt, const char *list, char out[][32], int max) {
+    int n = 0;
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= 32 || n == max) {
+            fprintf(stderr, "attn_correctness: %s: bad list '%s'\n", opt, list);
+            exit(2);
+        }
+        memcpy(out[n], p, len);
+        out[n++][len] = 0;
+        p += len;
+        if (!*p) return n;
+    }
 }
 
-typedef struct {
-    const char *kernel, *plugin, *tolerance, *checks;
-} args;
+static void parse_shape(const char *s, int *sq, int *sk) {
+    char q[32];
+    size_t len = strcspn(s, "x");
+    snprintf(q, sizeof q, "%.*s", (int)len, s);
+    *sq = positive_arg("--shapes", q);
+    *sk = s[len] ? positive_arg("--shapes", s + len + 1) : *sq;
+}
+
+/* The cross product of the lists, in the order dtype, head dim, mask, shape. */
+static void build_cases(args *a) {
+    enum { MAXL = 64 };
+    char dt[MAXL][32], hd[MAXL][32], mk[MAXL][32], sh[MAXL][32];
+    int nd = split_list("--dtype", a->dtypes, dt, MAXL), nh = split_list("--head-dim", a->head_dims, hd, MAXL);
+    int nm = split_list("--mask", a->masks, mk, MAXL), ns = split_list("--shapes", a->shapes, sh, MAXL);
+    a->cases = calloc((size_t)nd * nh * nm * ns, sizeof *a->cases);
+    for (int i = 0; i < nd; i++)
+        for (int j = 0; j < nh; j++)
+            for (int k = 0; k < nm; k++)
+                for (int l = 0; l < ns; l++) {
+                    test_case *c = &a->cases[a->n_cases++];
+                    if (attn_dtype_parse(dt[i], &c->dtype)) usage("--dtype: expected fp16 or bf16");
+                    c->head_dim = positive_arg("--head-dim", hd[j]);
+                    if (strcmp(mk[k], "full") && strcmp(mk[k], "causal")) usage("--mask: expected full or causal");
+                    c->causal = !strcmp(mk[k], "causal");
+                    parse_shape(sh[l], &c->seqlen_q, &c->seqlen_k);
+                    int n = snprintf(c->label, sizeof c->label, "%s/d%d/%s/", dt[i], c->head_dim, mk[k]);
+                    if (c->seqlen_q == c->seqlen_k)
+                        snprintf(c->label + n, sizeof c->label - n, "s%d", c->seqlen_q);
+                    else
+                        snprintf(c->label + n, sizeof c->label - n, "q%dk%d", c->seqlen_q, c->seqlen_k);
+                }
+}
 
 /* The command line into cfg and a; exits 2 with the usage on anything malformed. */
 static void parse_args(int argc, char **argv, args *a) {
-    const char *dtype = NULL, *mask = NULL;
     a->checks = DEFAULT_CHECKS;
+    a->case_timeout_s = 60;
     static const struct option opts[] = {
-        {"name", 1, 0, 'n'},     {"kernel", 1, 0, 'k'},   {"plugin", 1, 0, 'p'},
-        {"dtype", 1, 0, 't'},    {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},
-        {"seqlen-q", 1, 0, 'q'}, {"seqlen-k", 1, 0, 's'}, {"batch", 1, 0, 'b'},
-        {"heads", 1, 0, 'h'},    {"tolerance", 1, 0, 'T'}, {"checks", 1, 0, 'c'},
-        {0, 0, 0, 0},
+        {"name", 1, 0, 'n'},   {"kernel", 1, 0, 'k'},    {"plugin", 1, 0, 'p'},     {"dtype", 1, 0, 't'},
+        {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},    {"shapes", 1, 0, 'S'},     {"batch", 1, 0, 'b'},
+        {"heads", 1, 0, 'h'},  {"tolerance", 1, 0, 'T'}, {"checks", 1, 0, 'c'},     {"case-timeout", 1, 0, 'W'},
+        {"in-process", 0, 0, 'I'}, {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -927,30 +1085,58 @@ static void parse_args(int argc, char **argv, args *a) {
         case 'n': cfg.name = optarg; break;
         case 'k': a->kernel = optarg; break;
         case 'p': a->plugin = optarg; break;
-        case 't': dtype = optarg; break;
-        case 'd': cfg.head_dim = positive_arg("--head-dim", optarg); break;
-        case 'm': mask = optarg; break;
-        case 'q': cfg.seqlen_q = positive_arg("--seqlen-q", optarg); break;
-        case 's': cfg.seqlen_k = positive_arg("--seqlen-k", optarg); break;
+        case 't': a->dtypes = optarg; break;
+        case 'd': a->head_dims = optarg; break;
+        case 'm': a->masks = optarg; break;
+        case 'S': a->shapes = optarg; break;
         case 'b': cfg.batch = positive_arg("--batch", optarg); break;
         case 'h': cfg.heads = positive_arg("--heads", optarg); break;
         case 'T': a->tolerance = optarg; break;
         case 'c': a->checks = optarg; break;
+        case 'W': a->case_timeout_s = positive_arg("--case-timeout", optarg); break;
+        case 'I': a->in_process = 1; break;
         default: usage("unknown option");
         }
     }
     if (optind != argc) usage("unexpected argument");
-    if (!cfg.name || !a->kernel || !dtype || !mask || !a->tolerance || !cfg.head_dim || !cfg.seqlen_q ||
-        !cfg.seqlen_k || !cfg.batch || !cfg.heads)
+    if (!cfg.name || !a->kernel || !a->dtypes || !a->masks || !a->tolerance || !a->head_dims || !a->shapes ||
+        !cfg.batch || !cfg.heads)
         usage("missing option");
-    if (attn_dtype_parse(dtype, &cfg.dtype)) usage("--dtype: expected fp16 or bf16");
-    if (strcmp(mask, "full") && strcmp(mask, "causal")) usage("--mask: expected full or causal");
-    cfg.causal = !strcmp(mask, "causal");
+    build_cases(a);
     char bad[128];
     if (checks_valid(a->checks, bad, sizeof bad)) {
         fprintf(stderr, "attn_correctness: --checks: unknown check '%s'\n", bad);
         exit(2);
     }
+}
+
+/* ------------------------------------------------------------------ the end ---- */
+
+/* The tally, a line per case that never reported, how to rerun each failed case alone;
+ * the exit status: 1 if any case failed or did not run, else 0 if any passed, else 77. */
+static int report(const args *a, const attn_case_verdict *v, const char *argv0) {
+    int count[ATTN_CASE_NOT_RUN + 1] = {0};
+    for (int i = 0; i < a->n_cases; i++) {
+        count[v[i]]++;
+        if (v[i] == ATTN_CASE_NOT_RUN) printf("CASE %s NOT_RUN\n", a->cases[i].label);
+    }
+    printf("%s: %d cases: %d passed, %d failed, %d not supported, %d skipped, %d not run\n", cfg.name, a->n_cases,
+           count[ATTN_CASE_PASSED], count[ATTN_CASE_FAILED], count[ATTN_CASE_UNSUPPORTED], count[ATTN_CASE_SKIPPED],
+           count[ATTN_CASE_NOT_RUN]);
+    for (int i = 0; i < a->n_cases; i++) {
+        const test_case *c = &a->cases[i];
+        if (v[i] != ATTN_CASE_FAILED) continue;
+        printf("rerun %s alone: %s --name %s --kernel %s%s%s --dtype %s --head-dim %d --mask %s --shapes %dx%d "
+               "--batch %d --heads %d --tolerance %s --checks %s\n",
+               c->label, argv0, cfg.name, a->kernel, a->plugin ? " --plugin " : "", a->plugin ? a->plugin : "",
+               attn_dtype_name(c->dtype), c->head_dim, c->causal ? "causal" : "full", c->seqlen_q, c->seqlen_k,
+               cfg.batch, cfg.heads, a->tolerance, a->checks);
+    }
+    if (count[ATTN_CASE_FAILED] || count[ATTN_CASE_NOT_RUN]) return 1;
+    if (count[ATTN_CASE_PASSED]) return 0;
+    printf("%s\n", count[ATTN_CASE_UNSUPPORTED] ? "NOT SUPPORTED: no case of this test (reasons above)"
+                                                : "SKIPPED: every case of this test (reasons above)");
+    return ATTN_EXIT_SKIP;
 }
 
 int main(int argc, char **argv) {
@@ -966,37 +1152,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_correctness: %s\n", err);
         return 2;
     }
-    if (!attn_gpu_available(err, sizeof err)) {
-        printf("SKIPPED: %s\n", err);
-        return ATTN_EXIT_SKIP;
-    }
-    /* which GPU ran this test (with several, CTest's resource allocation picks it) */
-    int dev = -1;
-    struct cudaDeviceProp prop;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-        printf("GPU %d: %s, PCI %04x:%02x:%02x\n", dev, prop.name, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
-    if (!enough_memory()) return ATTN_EXIT_SKIP;
-    cudaError_t e = cudaStreamCreate(&cfg.stream);
-    if (e != cudaSuccess) {
-        printf("FAILED: cannot create a CUDA stream: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
-    if (attn_ref_create(&cfg.ref, err, sizeof err)) {
-        printf("FAILED: cannot create the reference: %s\n", err);
-        return 1;
-    }
-
-    SRunner *sr = srunner_create(make_suite(a.checks));
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    attn_ref_destroy(cfg.ref);
-    cudaStreamDestroy(cfg.stream);
-    if (failed) return 1;
-    if (n_unsupported) {
-        printf("NOT SUPPORTED (%d checks): %s\n", n_unsupported, cfg.unsupported);
-        return ATTN_EXIT_SKIP;
-    }
-    return 0;
+    attn_case_runner r = {child_init, run_case, case_label, &a, a.n_cases, a.case_timeout_s};
+    attn_case_verdict *v = calloc((size_t)a.n_cases, sizeof *v);
+    int rc = a.in_process ? attn_run_cases_in_process(&r, v) : attn_run_cases(&r, v, stdout);
+    if (rc) return rc; /* nothing ran: no GPU (77), or the set-up failed */
+    rc = report(&a, v, argv[0]);
+    free(v);
+    free(a.cases);
+    return rc;
 }
