@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "harness.h"
 #include "stats.h"
 
 /* ---- timing helpers ----------------------------------------------------------------- */
@@ -93,11 +93,6 @@ extern "C" void attn_timer_destroy(attn_timer *t) {
     free(t);
 }
 
-static double now_s() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* A call whose enqueue alone takes longer than this is not held: its launches would fill the
  * launch queue behind the hold kernel, the host would block until the hold's 1 s safety
@@ -141,12 +136,12 @@ extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
     out->max_clock_mhz = t->max_clock_mhz;
     /* warm-up: module load, handles, lazily allocated buffers, clocks ramping up; and the
      * host's time to enqueue one call (the least over the warm-up, past the first) */
-    double t0 = now_s();
+    double t0 = attn_wall_s();
     out->enqueue_ms = 1e30;
-    for (int i = 0; i < 3 || now_s() - t0 < 0.05; i++) {
-        const double e0 = now_s();
+    for (int i = 0; i < 3 || attn_wall_s() - t0 < 0.05; i++) {
+        const double e0 = attn_wall_s();
         if (fn(ctx, t->stream, err, errlen)) return 1;
-        const double e1 = now_s();
+        const double e1 = attn_wall_s();
         if (i > 0 && (e1 - e0) * 1e3 < out->enqueue_ms) out->enqueue_ms = (e1 - e0) * 1e3;
         TRY(cudaStreamSynchronize(t->stream));
         if (i > 1000) break;
@@ -159,7 +154,7 @@ extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
         return 1;
     }
     double clock_sum = 0, kept_s = 0;
-    const double start = now_s();
+    const double start = attn_wall_s();
     for (int i = 0;; i++) {
         float m;
         double mhz;
@@ -185,7 +180,7 @@ extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
         /* the timeout ends the wait for a low spread, never the minimum sample count: only
          * a kernel still short of it at 10x the timeout stops early (and the benchmark
          * calls that an invalid measurement) */
-        const double spent = now_s() - start;
+        const double spent = attn_wall_s() - start;
         if (spent > rules->timeout_s && (n >= (size_t)rules->min_samples || spent > 10 * rules->timeout_s)) {
             out->noisy = 1;
             break;

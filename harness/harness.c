@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* clock_gettime */
 #include "harness.h"
 
 #include <dlfcn.h>
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -66,6 +68,12 @@ int attn_dtype_parse(const char *s, attn_dtype *dt) {
     else if (!strcmp(s, "bf16")) *dt = ATTN_BF16;
     else return 1;
     return 0;
+}
+
+double attn_wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 uint64_t attn_seed_from_name(const char *name) {

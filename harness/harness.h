@@ -9,6 +9,10 @@
 
 #define ATTN_EXIT_SKIP 77 /* CTest SKIP_RETURN_CODE: no GPU, or not supported */
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- fp16 / bf16 on the host (round to nearest even) ---- */
 uint16_t attn_f32_to_f16(float f);
 float attn_f16_to_f32(uint16_t h);
@@ -20,6 +24,9 @@ const char *attn_dtype_name(attn_dtype dt); /* "fp16" / "bf16" */
 int attn_dtype_parse(const char *s, attn_dtype *dt);
 
 /* ---- seeds and random normals ---- */
+/* Seconds on a monotonic clock (for elapsed times). */
+double attn_wall_s(void);
+
 uint64_t attn_seed_from_name(const char *name); /* FNV-1a, or $ATTN_SEED when set */
 typedef struct { uint64_t s; int has_spare; double spare; } attn_rng;
 void attn_rng_init(attn_rng *r, uint64_t seed);
@@ -51,5 +58,9 @@ static inline int64_t attn_offset(const attn_strides *st, int b, int h, int s, i
 int attn_gpu_available(char *why, size_t whylen);
 /* "id:1,slots:2" -> 1 (CTest's CTEST_RESOURCE_GROUP_0_GPUS); 0 ok, non-zero malformed. */
 int attn_parse_ctest_gpu(const char *value, int *id);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

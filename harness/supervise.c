@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "supervise.h"
 
+#include "harness.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,7 +11,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { STARTED = -1 };
@@ -17,12 +18,6 @@ enum { STARTED = -1 };
 typedef struct { /* one message from child to parent */
     int32_t index, verdict; /* verdict STARTED: the case began */
 } report;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void send_report(int fd, int index, int verdict) {
     report m = {index, verdict};
@@ -72,7 +67,7 @@ static void watch_child(const attn_case_runner *r, int fd, pid_t pid, attn_case_
     for (;;) {
         int wait_ms = -1;
         if (st->current >= 0 && r->case_timeout_s > 0) {
-            double left = started_at + r->case_timeout_s - now_s();
+            double left = started_at + r->case_timeout_s - attn_wall_s();
             wait_ms = left > 0 ? (int)(left * 1000) + 1 : 0;
         }
         struct pollfd p = {fd, POLLIN, 0};
@@ -91,7 +86,7 @@ static void watch_child(const attn_case_runner *r, int fd, pid_t pid, attn_case_
         if (n != (ssize_t)sizeof m || m.index < 0 || m.index >= r->n_cases) return; /* closed */
         if (m.verdict == STARTED) {
             st->current = m.index, st->started = 1;
-            started_at = now_s();
+            started_at = attn_wall_s();
         } else {
             verdicts[m.index] = (attn_case_verdict)m.verdict;
             st->current = -1, st->next = m.index + 1;

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime_api.h>
 #include <jansson.h>
@@ -109,13 +108,8 @@ static void finish(const char *verdict, int code, const char *fmt, ...) {
 /* Wall time of each phase, recorded in the fragment ("phases_s"): where a test's time goes. */
 static double phase_start;
 static json_t *phases;
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 static void phase_done(const char *name) {
-    double now = wall_now();
+    double now = attn_wall_s();
     if (phases) json_object_set_new(phases, name, json_real(now - phase_start));
     phase_start = now;
 }
@@ -717,7 +711,7 @@ static void judge(const struct figures *f) {
 /* ---- main: the phases in order (see the top of this file) --------------------------- */
 
 int main(int argc, char **argv) {
-    const double t_main = wall_now();
+    const double t_main = attn_wall_s();
     parse_args(argc, argv);
     int rc = open_harness();
     if (rc) return rc;

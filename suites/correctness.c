@@ -941,7 +941,7 @@ static int child_init(void *ctx) {
 }
 
 /* The checks of one case, as a Check suite run in this process; prints each failure. */
-static attn_case_verdict run_checks(const test_case *c, const char *checks) {
+static attn_case_verdict run_checks(const test_case *c, const char *checks, double t0) {
     n_unsupported = 0, failed_checks[0] = 0, cfg.unsupported[0] = 0;
     SRunner *sr = srunner_create(make_suite(c->label, checks));
     srunner_set_fork_status(sr, CK_NOFORK);
@@ -951,15 +951,17 @@ static attn_case_verdict run_checks(const test_case *c, const char *checks) {
     for (int k = 0; k < failed; k++) printf("%s\n", tr_msg(tr[k]));
     free(tr);
     srunner_free(sr);
+    double s = attn_wall_s() - t0;
     if (failed) {
-        printf("CASE %s FAILED %s\n", c->label, failed_checks[0] ? failed_checks : "(a Check error)");
+        printf("CASE %s FAILED %s (%.2f s)\n", c->label, failed_checks[0] ? failed_checks : "(a Check error)", s);
         return ATTN_CASE_FAILED;
     }
     if (n_unsupported) {
-        printf("CASE %s NOT_SUPPORTED\nNOT SUPPORTED (%d checks): %s\n", c->label, n_unsupported, cfg.unsupported);
+        printf("CASE %s NOT_SUPPORTED (%.2f s)\nNOT SUPPORTED (%d checks): %s\n", c->label, s, n_unsupported,
+               cfg.unsupported);
         return ATTN_CASE_UNSUPPORTED;
     }
-    printf("CASE %s passed\n", c->label);
+    printf("CASE %s passed (%.2f s)\n", c->label, s);
     return ATTN_CASE_PASSED;
 }
 
@@ -972,13 +974,14 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
     cfg.seqlen_q = c->seqlen_q, cfg.seqlen_k = c->seqlen_k;
     /* the same seeds in any grouping of cases: from the kernel and the case alone */
     snprintf(cfg.seed_name, sizeof cfg.seed_name, "correctness/%s/%s", a->kernel, c->label);
+    double t0 = attn_wall_s();
     char why[256];
     attn_case_verdict v;
     if (!enough_memory(why, sizeof why)) {
         printf("CASE %s SKIPPED: %s\n", c->label, why);
         v = ATTN_CASE_SKIPPED;
     } else {
-        v = run_checks(c, a->checks);
+        v = run_checks(c, a->checks, t0);
     }
     cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
     cudaError_t e = cudaDeviceSynchronize();
