@@ -1,6 +1,11 @@
 /* The one contract every attention kernel meets, built-in or external (plugin).
  * A kernel enqueues a forward pass on `stream` and returns ATTN_OK, ATTN_UNSUPPORTED
- * (the harness reports "not supported", never "passed"), or any other value for an error. */
+ * (the harness reports "not supported", never "passed"), or any other value for an error.
+ *
+ * Version 2 appends fields to attn_fwd_params and attn_kernel; a version-1 plugin (built
+ * against the old header: tests/abi_v1/attn_abi.h) still loads, its table read with the
+ * version-1 layout, and is given only version-1 problems (every version-2 field at its
+ * "off" value below). */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 
@@ -11,11 +16,16 @@
 extern "C" {
 #endif
 
-#define ATTN_ABI_VERSION 1
+#define ATTN_ABI_VERSION 2
 
 typedef enum { ATTN_F16 = 0, ATTN_BF16 = 1 } attn_dtype;
 enum { ATTN_OK = 0, ATTN_UNSUPPORTED = 1 }; /* any other value: an error */
 
+/* One attention problem. Element (b, h, i, c) of a tensor is at
+ *   ptr + b * batch_stride + h * head_stride + i * row_stride + c     (in elements)
+ * unless a version-2 layout below says otherwise. The scores of query i against key j are
+ * s = softmax_scale * q_i.k_j, then softcap * tanh(s / softcap) when softcap > 0, then
+ * masked; O = softmax(s) V over the visible keys, LSE = log sum exp of them. */
 typedef struct {
     attn_dtype dtype;
     int batch, heads, seqlen_q, seqlen_k, head_dim;
@@ -32,11 +42,53 @@ typedef struct {
     int64_t k_batch_stride, k_head_stride, k_row_stride;
     int64_t v_batch_stride, v_head_stride, v_row_stride;
     int64_t o_batch_stride, o_head_stride, o_row_stride;
+
+    /* ---- version 2 (each "off" value is the version-1 problem) ---- */
+    int heads_k;            /* heads of K and V; heads % heads_k == 0; query head h reads KV
+                               head h / (heads / heads_k). Off: heads_k == heads */
+    int window_left, window_right; /* -1 = unbounded. With d = j - (i + sk - sq) (sk, sq: this
+                               sequence's lengths), key j is visible iff
+                               -window_left <= d <= window_right, 0 <= j < sk; causal
+                               means window_right = 0 (a causal problem has window_right
+                               -1 or 0). Off: -1, -1 */
+    float softcap;          /* > 0: scores become softcap * tanh(s / softcap) before the
+                               mask. Off: 0 */
+    int head_dim_v;         /* columns of V and O (e.g. 128 with head_dim 192). Off: 0 or
+                               head_dim */
+    /* Variable lengths, tokens packed: with cu_seqlens_q, sequence b's queries are rows
+     * cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 of q and o (q_batch_stride, o_batch_stride
+     * unused), seqlen_q is the longest (max_seqlen_q), and lse is [heads][total_q] (the
+     * row index is the token). Likewise cu_seqlens_k for k and v. Off: NULL */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k; /* device [batch + 1], from 0, non-decreasing */
+    /* Paged K/V: with block_table, k and v are pools of pages of page_size rows; key j of
+     * sequence b is row j % page_size of page block_table[b * block_table_stride +
+     * j / page_size], at k + page * k_batch_stride + (j % page_size) * k_row_stride +
+     * h * k_head_stride (v alike). Off: NULL */
+    const int32_t *block_table; /* device [batch][block_table_stride] */
+    int block_table_stride, page_size, num_pages;
+    const int32_t *seqused_k;   /* NULL, or device [batch]: sequence b uses only its first
+                                   seqused_k[b] keys (a KV cache's filled length) */
 } attn_fwd_params;
+
+/* What a kernel takes beyond version 1 (attn_kernel.caps). A problem that needs a
+ * capability the kernel lacks is reported not supported, naming it, without a launch. */
+enum {
+    ATTN_CAP_GQA = 1u << 0,        /* heads_k < heads */
+    ATTN_CAP_WINDOW = 1u << 1,     /* window_left or window_right >= 0 (beyond causal) */
+    ATTN_CAP_SOFTCAP = 1u << 2,    /* softcap > 0 */
+    ATTN_CAP_HEAD_DIM_V = 1u << 3, /* head_dim_v != head_dim */
+    ATTN_CAP_VARLEN = 1u << 4,     /* cu_seqlens_q or cu_seqlens_k */
+    ATTN_CAP_PAGED = 1u << 5,      /* block_table */
+    ATTN_CAP_SEQUSED_K = 1u << 6,  /* seqused_k */
+};
 
 typedef struct {
     const char *name;                                          /* [a-z0-9_]+, stable */
     int (*fwd)(const attn_fwd_params *p, cudaStream_t stream); /* enqueue on stream */
+    /* ---- version 2 ---- */
+    uint32_t caps;          /* ATTN_CAP_* bits */
+    uint32_t dtypes;        /* bits 1 << attn_dtype; 0 = fp16 and bf16 */
+    const int *head_dims;   /* the head dims it takes, 0-terminated; NULL = any */
 } attn_kernel;
 
 /* Exported (with C linkage) by a plugin shared library. */
