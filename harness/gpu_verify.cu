@@ -228,7 +228,8 @@ template <typename T>
 __global__ void output_stats_kernel(const attn_fwd_params p, const float *__restrict__ g,
                                     const float *__restrict__ r, unsigned long long n, DevStats *st) {
     const T *o = (const T *)p.o;
-    const int D = p.head_dim, S = p.seqlen_q, H = p.heads;
+    const int D = p.head_dim_v ? p.head_dim_v : p.head_dim, S = p.seqlen_q, H = p.heads;
+    const int right = p.causal ? 0 : p.window_right; /* the window rule of attn_abi.h */
     float lmax = 0.f, lref = 0.f, lg = 0.f;
     unsigned int lidx = 0xffffffffu;
     double lsum = 0.0, lsumr = 0.0;
@@ -243,7 +244,10 @@ __global__ void output_stats_kernel(const attn_fwd_params p, const float *__rest
             first_nf = min(first_nf, i);
             continue;
         }
-        if (p.causal && (long long)s + p.seqlen_k - S < 0 && ov != 0.0f) {
+        const long long diag = (long long)s + p.seqlen_k - S;
+        const long long lo = max(p.window_left < 0 ? 0ll : diag - p.window_left, 0ll);
+        const long long hi = min(right < 0 ? (long long)p.seqlen_k : diag + right + 1, (long long)p.seqlen_k);
+        if (hi <= lo && ov != 0.0f) { /* a row that sees no key must be exactly zero */
             ne++;
             first_e = min(first_e, i);
         }
@@ -281,7 +285,8 @@ __global__ void output_stats_kernel(const attn_fwd_params p, const float *__rest
 
 extern "C" cudaError_t attn_output_stats_gpu(const attn_fwd_params *p, const float *g, const float *r,
                                              attn_output_stats *out, cudaStream_t stream) {
-    const unsigned long long n = (unsigned long long)p->batch * p->heads * p->seqlen_q * p->head_dim;
+    const int dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+    const unsigned long long n = (unsigned long long)p->batch * p->heads * p->seqlen_q * dv;
     if (n >= 0xffffffffull) return cudaErrorInvalidValue; /* the index must fit the key's 32 bits */
     DevStats init = {}, host;
     init.first_nonfinite = init.first_empty = ~0ull;

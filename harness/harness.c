@@ -70,6 +70,12 @@ int attn_dtype_parse(const char *s, attn_dtype *dt) {
     return 0;
 }
 
+void attn_params_clear(attn_fwd_params *p, int heads) {
+    memset(p, 0, sizeof *p);
+    p->heads = p->heads_k = heads;
+    p->window_left = p->window_right = -1;
+}
+
 double attn_wall_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -24,6 +24,10 @@ const char *attn_dtype_name(attn_dtype dt); /* "fp16" / "bf16" */
 int attn_dtype_parse(const char *s, attn_dtype *dt);
 
 /* ---- seeds and random normals ---- */
+/* Zeroes p but for the version-2 fields' "off" values (attn_abi.h): heads_k = heads, no
+ * window. A version-1 problem is then whatever the caller fills in. */
+void attn_params_clear(attn_fwd_params *p, int heads);
+
 /* Seconds on a monotonic clock (for elapsed times). */
 double attn_wall_s(void);
 

@@ -9,10 +9,13 @@
 /* The built-in kernels; *count receives their number. */
 const attn_kernel *const *attn_builtin_kernels(int *count);
 
-/* Loads a plugin (dlopen) and returns its kernel table. On failure returns NULL with
- * "plugin <path>: <reason>" in err: cannot be loaded, lacks attn_plugin_kernels, another
- * ABI version, no kernels, or a kernel with an invalid name or no fwd. The library stays
- * loaded for the life of the process. */
+/* Loads a plugin (dlopen) and returns its kernel table. ABI versions 1 and 2 load: a
+ * version-1 table (entries {name, fwd}) comes back converted to version-2 entries with caps
+ * 0, dtypes 0 and head_dims NULL, so that the kernels are given only version-1 problems
+ * (attn_kernel_lacks). On failure returns NULL with "plugin <path>: <reason>" in err:
+ * cannot be loaded, lacks attn_plugin_kernels, another ABI version (the message names the
+ * versions this harness takes), no kernels, or a kernel with an invalid name or no fwd. The
+ * library, and a converted table, stay for the life of the process. */
 const attn_kernel *attn_plugin_load(const char *path, int *count, char *err, size_t errlen);
 
 /* The kernel called `name`: in the plugin at plugin_path if that is non-NULL, else among
@@ -22,5 +25,15 @@ const attn_kernel *attn_find_kernel(const char *name, const char *plugin_path, c
 
 /* 1 iff name matches [a-z0-9_]+ */
 int attn_kernel_name_valid(const char *name);
+
+/* Whether kernel k takes problem p (capability.c): NULL when it does, else buf holding a
+ * one-line reason that names what is missing, e.g. "kernel 'x' does not take grouped KV
+ * heads (heads_k 2 < heads 8): ATTN_CAP_GQA not in its caps". Checked: p's dtype against
+ * k->dtypes, head_dim (and head_dim_v when set and different) against k->head_dims, and
+ * each ATTN_CAP_* bit p needs against k->caps (a causal problem with window_right 0 and
+ * window_left -1 is plain causal and needs no ATTN_CAP_WINDOW). Reads only p's scalars and
+ * which pointers are NULL: never the device arrays. */
+const char *attn_kernel_lacks(const attn_kernel *k, const attn_fwd_params *p, char *buf,
+                              size_t len);
 
 #endif

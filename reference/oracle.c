@@ -1,61 +1,75 @@
-/* Float64 CPU oracle for attention (see reference.h): double accumulation throughout,
- * softmax with max subtraction, bottom-right causal mask, empty rows give o = 0 and
- * lse = -INFINITY. Meant for small shapes; O(batch*heads*seqlen_q*seqlen_k*head_dim). */
+/* Float64 CPU oracle for attention (see oracle.h): double accumulation throughout, softmax
+ * with max subtraction, the attn_abi.h mask (bottom-right aligned window, causal = right
+ * bound 0), empty rows give o = 0 and lse = -INFINITY. Meant for small shapes;
+ * O(batch*heads*seqlen_q*seqlen_k*(head_dim + head_dim_v)). */
 #include <math.h>
 #include <stddef.h>
 
-#include "reference.h"
+#include "oracle.h"
 
-/* Scaled score of query row q against key row k. */
-static double score(const float *q, const float *k, int head_dim, double scale)
+/* Score of query row q against key row k: scaled, then capped (before any mask). */
+static double score(const float *q, const float *k, int head_dim, double scale, double softcap)
 {
     double acc = 0.0;
     for (int d = 0; d < head_dim; d++) acc += (double)q[d] * (double)k[d];
-    return scale * acc;
+    double s = scale * acc;
+    return softcap > 0 ? softcap * tanh(s / softcap) : s;
 }
 
-void attn_oracle_forward(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim,
-                         int causal, double softmax_scale, const float *q, const float *k,
+void attn_oracle_forward(const attn_oracle_problem *pr, const float *q, const float *k,
                          const float *v, double *o, double *lse)
 {
-    const size_t D = (size_t)head_dim;
-    for (size_t bh = 0; bh < (size_t)batch * (size_t)heads; bh++) {
-        const float *qh = q + bh * (size_t)seqlen_q * D;
-        const float *kh = k + bh * (size_t)seqlen_k * D;
-        const float *vh = v + bh * (size_t)seqlen_k * D;
-        for (int i = 0; i < seqlen_q; i++) {
-            const float *qi = qh + (size_t)i * D;
-            double *oi = o + (bh * (size_t)seqlen_q + (size_t)i) * D;
+    const int heads_k = pr->heads_k > 0 ? pr->heads_k : pr->heads;
+    const int group = pr->heads / heads_k; /* query heads per KV head */
+    const size_t D = (size_t)pr->head_dim;
+    const size_t DV = (size_t)(pr->head_dim_v > 0 ? pr->head_dim_v : pr->head_dim);
+    const size_t SQ = (size_t)pr->max_seqlen_q, SK = (size_t)pr->max_seqlen_k;
+    /* Bounds on d = j - (i + sk - sq): d <= R and d >= -L; -1 is unbounded. */
+    const long long R = pr->causal ? 0 : pr->window_right;
+    const long long L = pr->window_left;
 
-            /* Bottom-right causal: key j is visible iff j <= i + seqlen_k - seqlen_q. */
-            long long nvis = seqlen_k;
-            if (causal) {
-                nvis = (long long)i + seqlen_k - seqlen_q + 1;
-                if (nvis < 0) nvis = 0;
-                if (nvis > seqlen_k) nvis = seqlen_k;
-            }
+    for (int b = 0; b < pr->batch; b++) {
+        const long long sq = pr->seqlen_q[b], sk = pr->seqlen_k[b];
+        for (int h = 0; h < pr->heads; h++) {
+            const size_t bh = (size_t)b * (size_t)pr->heads + (size_t)h;
+            const size_t bhk = (size_t)b * (size_t)heads_k + (size_t)(h / group);
+            const float *qh = q + bh * SQ * D;
+            const float *kh = k + bhk * SK * D;
+            const float *vh = v + bhk * SK * DV;
+            for (long long i = 0; i < sq; i++) {
+                const float *qi = qh + (size_t)i * D;
+                double *oi = o + (bh * SQ + (size_t)i) * DV;
 
-            for (size_t d = 0; d < D; d++) oi[d] = 0.0;
-            if (nvis == 0) {
-                if (lse) lse[bh * (size_t)seqlen_q + (size_t)i] = -INFINITY;
-                continue;
-            }
+                /* The visible keys are one contiguous range [lo, hi] (bottom-right aligned). */
+                const long long diag = i + sk - sq; /* the key with d = 0 */
+                long long lo = L < 0 ? 0 : diag - L, hi = R < 0 ? sk - 1 : diag + R;
+                if (lo < 0) lo = 0;
+                if (hi > sk - 1) hi = sk - 1;
 
-            /* Two passes (scores recomputed) so no scratch allocation is needed. */
-            double m = -INFINITY;
-            for (long long j = 0; j < nvis; j++) {
-                double s = score(qi, kh + (size_t)j * D, head_dim, softmax_scale);
-                if (s > m) m = s;
+                for (size_t c = 0; c < DV; c++) oi[c] = 0.0;
+                if (lo > hi) {
+                    if (lse) lse[bh * SQ + (size_t)i] = -INFINITY;
+                    continue;
+                }
+
+                /* Two passes (scores recomputed) so no scratch allocation is needed. */
+                double m = -INFINITY;
+                for (long long j = lo; j <= hi; j++) {
+                    double s = score(qi, kh + (size_t)j * D, pr->head_dim, pr->softmax_scale,
+                                     pr->softcap);
+                    if (s > m) m = s;
+                }
+                double l = 0.0;
+                for (long long j = lo; j <= hi; j++) {
+                    double w = exp(score(qi, kh + (size_t)j * D, pr->head_dim,
+                                         pr->softmax_scale, pr->softcap) - m);
+                    const float *vj = vh + (size_t)j * DV;
+                    l += w;
+                    for (size_t c = 0; c < DV; c++) oi[c] += w * (double)vj[c];
+                }
+                for (size_t c = 0; c < DV; c++) oi[c] /= l;
+                if (lse) lse[bh * SQ + (size_t)i] = m + log(l);
             }
-            double l = 0.0;
-            for (long long j = 0; j < nvis; j++) {
-                double w = exp(score(qi, kh + (size_t)j * D, head_dim, softmax_scale) - m);
-                const float *vj = vh + (size_t)j * D;
-                l += w;
-                for (size_t d = 0; d < D; d++) oi[d] += w * (double)vj[d];
-            }
-            for (size_t d = 0; d < D; d++) oi[d] /= l;
-            if (lse) lse[bh * (size_t)seqlen_q + (size_t)i] = m + log(l);
         }
     }
 }

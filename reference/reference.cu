@@ -1,8 +1,10 @@
 /* GPU reference for attn_fwd_params: gather to float32, S = scale * Q.K^T (cuBLAS, fp32),
- * masked softmax (CUDA kernel, fp32), O = P.V (cuBLAS, fp32). See reference.h.
+ * softcap and mask and softmax (CUDA kernel, fp32), O = P.V (cuBLAS, fp32). See reference.h.
  *
- * Heads of one batch index are processed in chunks so that the float32 score buffer
- * S [chunk][seqlen_q][seqlen_k] stays <= 64 MiB (at least one head per chunk).
+ * One sequence at a time, with its own lengths (cu_seqlens, seqused_k), its heads in chunks
+ * so that the float32 score buffer S [chunk][seqlen_q][seqlen_k] stays <= 64 MiB (at least
+ * one head per chunk). The gather reads every version-2 layout (grouped KV heads, packed
+ * rows, pages) into dense float; everything after it is the same for all of them.
  * Scratch buffers live in the attn_reference and are reused, so calls that share one
  * attn_reference must be ordered (same stream, or synchronized in between). */
 #include <cublas_v2.h>
@@ -85,19 +87,30 @@ __device__ __forceinline__ float round_to(float x, int dtype)
                               : __half2float(__float2half_rn(x));
 }
 
-/* dst[h][r][d] = src[h*head_stride + r*row_stride + d], h < heads, r < rows, d < dim;
- * src already points at (batch b, first head of the chunk). Widening is exact. */
+/* Where one sequence's rows of one tensor are: row r of head h (h counted from the chunk's
+ * first query head h0) is at src + (h0 + h) / group * head_stride + row(r) + d, with
+ * row(r) = r * row_stride, or through the sequence's block table (pages). */
+struct rows_view {
+    const void *src;      /* the sequence's first row (dense, packed) or the pool (paged) */
+    int64_t head_stride, row_stride, page_stride;
+    const int32_t *pages; /* NULL, or this sequence's block table row (device) */
+    int page_size;
+    int h0, group;        /* first query head of the chunk; query heads per KV head */
+};
+
+/* dst[h][r][d] = the view's element (h, r, d), h < heads, r < rows, d < dim. Widening is exact. */
 template <typename T>
-__global__ void gather_kernel(const T *__restrict__ src, int64_t head_stride,
-                              int64_t row_stride, int rows, int dim, int64_t total,
-                              float *__restrict__ dst)
+__global__ void gather_kernel(rows_view w, int rows, int dim, int64_t total, float *__restrict__ dst)
 {
+    const T *src = (const T *)w.src;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
         int64_t d = idx % dim;
         int64_t r = (idx / dim) % rows;
         int64_t h = idx / ((int64_t)dim * rows);
-        dst[idx] = to_float(src[h * head_stride + r * row_stride + d]);
+        int64_t row = w.pages ? (int64_t)w.pages[r / w.page_size] * w.page_stride + (r % w.page_size) * w.row_stride
+                              : r * w.row_stride;
+        dst[idx] = to_float(src[(w.h0 + h) / w.group * w.head_stride + row + d]);
     }
 }
 
@@ -127,41 +140,52 @@ __device__ float block_reduce(float v)
     return v;
 }
 
+/* The mask and softcap of one problem (attn_abi.h): key j is visible to query i iff
+ * -left <= j - (i + seqlen_k - seqlen_q) <= right, 0 <= j < seqlen_k (left, right < 0:
+ * unbounded); scores are capped before anything else reads them. */
+struct score_rule {
+    int left, right;
+    float softcap; /* 0: off */
+};
+
 /* One block per score row (row = head_in_chunk * seqlen_q + i). Replaces S by P in place
- * and writes lse[row] (if lse != NULL; lse already points at the chunk's first head). */
-__global__ void softmax_kernel(float *__restrict__ S, int seqlen_q, int seqlen_k, int causal,
-                               int lowp, int dtype, float *__restrict__ lse)
+ * and writes lse[row * lse_row_step] (if lse != NULL; lse already points at the chunk's
+ * first head). */
+__global__ void softmax_kernel(float *__restrict__ S, int seqlen_q, int seqlen_k, score_rule rule,
+                               int lowp, int dtype, float *__restrict__ lse, int64_t lse_head_stride)
 {
     const int64_t row = blockIdx.x;
-    const int64_t i = row % seqlen_q;
+    const int64_t i = row % seqlen_q, h = row / seqlen_q;
     float *s = S + row * seqlen_k;
 
-    /* Bottom-right causal: key j is visible iff j <= i + seqlen_k - seqlen_q. */
-    int64_t nvis = seqlen_k;
-    if (causal) {
-        nvis = i + seqlen_k - seqlen_q + 1;
-        nvis = nvis < 0 ? 0 : (nvis > seqlen_k ? seqlen_k : nvis);
-    }
+    /* the visible keys [lo, hi) */
+    const int64_t diag = i + seqlen_k - seqlen_q;
+    int64_t lo = rule.left < 0 ? 0 : diag - rule.left, hi = rule.right < 0 ? seqlen_k : diag + rule.right + 1;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > seqlen_k ? seqlen_k : hi;
+    float *lse_row = lse ? lse + h * lse_head_stride + i : NULL;
 
-    if (nvis == 0) { /* uniform across the block, so returning early is safe */
+    if (hi <= lo) { /* uniform across the block, so returning early is safe */
         for (int j = threadIdx.x; j < seqlen_k; j += blockDim.x) s[j] = 0.0f;
-        if (lse && threadIdx.x == 0) lse[row] = -INFINITY;
+        if (lse_row && threadIdx.x == 0) *lse_row = -INFINITY;
         return;
     }
+    if (rule.softcap > 0)
+        for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s[j] = rule.softcap * tanhf(s[j] / rule.softcap);
 
     float m = -INFINITY;
-    for (int j = threadIdx.x; j < nvis; j += blockDim.x) m = fmaxf(m, s[j]);
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) m = fmaxf(m, s[j]);
     m = block_reduce<true>(m);
 
     float l = 0.0f;
-    for (int j = threadIdx.x; j < nvis; j += blockDim.x) l += expf(s[j] - m);
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) l += expf(s[j] - m);
     l = block_reduce<false>(l);
 
     for (int j = threadIdx.x; j < seqlen_k; j += blockDim.x) {
-        float p = j < nvis ? expf(s[j] - m) / l : 0.0f;
+        float p = j >= lo && j < hi ? expf(s[j] - m) / l : 0.0f;
         s[j] = lowp ? round_to(p, dtype) : p;
     }
-    if (lse && threadIdx.x == 0) lse[row] = m + logf(l);
+    if (lse_row && threadIdx.x == 0) *lse_row = m + logf(l);
 }
 
 /* The baseline's softmax: one block per score row, P written in the input dtype (what an
@@ -221,19 +245,17 @@ static int grow(float **buf, size_t *cap, size_t bytes, char *err, size_t errlen
     return 0;
 }
 
-/* Gathers `heads` heads of one batch index (src points at its first head) into
- * contiguous float dst [heads][rows][dim]. */
-static int gather(const void *src, attn_dtype dtype, int64_t head_stride, int64_t row_stride,
-                  int heads, int rows, int dim, float *dst, cudaStream_t stream, char *err,
-                  size_t errlen)
+/* Gathers `heads` heads of one sequence, as the view places them, into contiguous float
+ * dst [heads][rows][dim]. */
+static int gather(const rows_view *w, attn_dtype dtype, int heads, int rows, int dim, float *dst,
+                  cudaStream_t stream, char *err, size_t errlen)
 {
     const int64_t total = (int64_t)heads * rows * dim;
+    if (total == 0) return 0;
     if (dtype == ATTN_F16)
-        gather_kernel<__half><<<grid_for(total), THREADS, 0, stream>>>(
-            (const __half *)src, head_stride, row_stride, rows, dim, total, dst);
+        gather_kernel<__half><<<grid_for(total), THREADS, 0, stream>>>(*w, rows, dim, total, dst);
     else
-        gather_kernel<__nv_bfloat16><<<grid_for(total), THREADS, 0, stream>>>(
-            (const __nv_bfloat16 *)src, head_stride, row_stride, rows, dim, total, dst);
+        gather_kernel<__nv_bfloat16><<<grid_for(total), THREADS, 0, stream>>>(*w, rows, dim, total, dst);
     LAUNCH_CHECK("gather_kernel");
     return 0;
 }
@@ -281,7 +303,8 @@ extern "C" void attn_ref_destroy(attn_reference *r)
     free(r);
 }
 
-/* attn_ref_forward's arguments, checked; err names the first that is wrong. */
+/* attn_ref_forward's arguments, checked; err names the first that is wrong. (Whether the
+ * problem itself is well-formed is harness/problem.h's attn_problem_check.) */
 static int check_forward_args(const attn_reference *r, const attn_fwd_params *p,
                               attn_ref_variant variant, const float *o_out, char *err,
                               size_t errlen)
@@ -292,12 +315,15 @@ static int check_forward_args(const attn_reference *r, const attn_fwd_params *p,
         return fail(err, errlen, __LINE__, "attn_ref_forward: unknown dtype %d", (int)p->dtype);
     if (variant != ATTN_REF_GOLDEN && variant != ATTN_REF_LOWP)
         return fail(err, errlen, __LINE__, "attn_ref_forward: unknown variant %d", (int)variant);
+    const int dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
     if (p->batch <= 0 || p->heads <= 0 || p->seqlen_q <= 0 || p->seqlen_k <= 0 ||
-        p->head_dim <= 0 || p->head_dim > MAX_HEAD_DIM)
+        p->head_dim <= 0 || p->head_dim > MAX_HEAD_DIM || dv <= 0 || dv > MAX_HEAD_DIM ||
+        p->heads_k <= 0 || p->heads % p->heads_k)
         return fail(err, errlen, __LINE__,
-                    "attn_ref_forward: bad shape batch=%d heads=%d seqlen_q=%d seqlen_k=%d "
-                    "head_dim=%d (all must be > 0, head_dim <= %d)",
-                    p->batch, p->heads, p->seqlen_q, p->seqlen_k, p->head_dim, MAX_HEAD_DIM);
+                    "attn_ref_forward: bad shape batch=%d heads=%d heads_k=%d seqlen_q=%d seqlen_k=%d "
+                    "head_dim=%d head_dim_v=%d (all must be > 0, heads_k must divide heads, head dims <= %d)",
+                    p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k, p->head_dim, p->head_dim_v,
+                    MAX_HEAD_DIM);
     if (!p->q || !p->k || !p->v || !o_out)
         return fail(err, errlen, __LINE__, "attn_ref_forward: NULL q, k, v or o_out");
     return 0;
@@ -307,34 +333,76 @@ static int check_forward_args(const attn_reference *r, const attn_fwd_params *p,
 struct forward_job {
     attn_reference *r;
     const attn_fwd_params *p;
-    int lowp;
+    int lowp, dv;
+    score_rule rule;
     float *o_out, *lse_out;
     cudaStream_t stream;
 };
 
-/* Heads h0 .. h0 + nh - 1 of batch index b: gather, S = scale * Q.K^T, softmax, O = P.V,
- * enqueued on j->stream in that order. */
-static int forward_chunk(const struct forward_job *j, int b, int h0, int nh, char *err,
+/* One sequence: its lengths, and where its rows start in q (and o) and in k and v. */
+struct sequence {
+    int b, sq, sk;
+    int64_t q_off, k_off, v_off; /* elements, to its first row of head 0 (k, v: 0 when paged) */
+};
+
+/* The view of tensor k or v (t = 1, 2) of sequence sqn, for query heads from h0. */
+static rows_view kv_view(const attn_fwd_params *p, int t, const sequence *sqn, int h0)
+{
+    const int64_t es = (int64_t)elem_size(p->dtype);
+    const char *base = (const char *)(t == 1 ? p->k : p->v);
+    rows_view w;
+    w.src = base + (t == 1 ? sqn->k_off : sqn->v_off) * es;
+    w.head_stride = t == 1 ? p->k_head_stride : p->v_head_stride;
+    w.row_stride = t == 1 ? p->k_row_stride : p->v_row_stride;
+    w.page_stride = t == 1 ? p->k_batch_stride : p->v_batch_stride;
+    w.pages = p->block_table ? p->block_table + (int64_t)sqn->b * p->block_table_stride : NULL;
+    w.page_size = p->page_size;
+    w.h0 = h0;
+    w.group = p->heads / p->heads_k;
+    return w;
+}
+
+/* Rows that see no key (a sequence without keys): O zero, LSE -inf. */
+__global__ void keyless_rows_kernel(float *o, int64_t o_head_stride, int rows, int dim, int nh, float *lse,
+                                    int64_t lse_head_stride)
+{
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < (int64_t)nh * rows * dim;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        int64_t d = idx % dim, r = idx / dim % rows, h = idx / ((int64_t)dim * rows);
+        o[h * o_head_stride + r * dim + d] = 0.0f;
+        if (lse && d == 0) lse[h * lse_head_stride + r] = -INFINITY;
+    }
+}
+
+/* Heads h0 .. h0 + nh - 1 of one sequence: gather, S = scale * Q.K^T, softmax, O = P.V,
+ * enqueued on j->stream in that order. O and LSE go to their rows of the dense outputs
+ * [batch][heads][seqlen_q][.]; rows past the sequence's length are not written. */
+static int forward_chunk(const struct forward_job *j, const sequence *sqn, int h0, int nh, char *err,
                          size_t errlen)
 {
     attn_reference *r = j->r;
     const attn_fwd_params *p = j->p;
     const cudaStream_t stream = j->stream;
-    const int H = p->heads, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
+    const int H = p->heads, Sq = sqn->sq, Sk = sqn->sk, D = p->head_dim, Dv = j->dv;
+    const int64_t maxq = p->seqlen_q;
     const float one = 1.0f, zero = 0.0f, scale = p->softmax_scale;
-    const size_t es = elem_size(p->dtype);
-    const char *qb = (const char *)p->q, *kb = (const char *)p->k, *vb = (const char *)p->v;
+    const int64_t first_row = (int64_t)sqn->b * H + h0; /* (b, h0) in [B][H] */
+    float *o = j->o_out + first_row * maxq * Dv;
+    float *lse = j->lse_out ? j->lse_out + first_row * maxq : NULL;
+    if (Sq == 0) return 0;
+    if (Sk == 0) {
+        keyless_rows_kernel<<<grid_for((int64_t)nh * Sq * Dv), THREADS, 0, stream>>>(o, maxq * Dv, Sq, Dv, nh, lse,
+                                                                                     maxq);
+        LAUNCH_CHECK("keyless_rows_kernel");
+        return 0;
+    }
 
-    /* a) Widen this chunk's Q, K, V into contiguous float [nh][seq][D]. */
-    const int64_t qoff = b * p->q_batch_stride + h0 * p->q_head_stride;
-    const int64_t koff = b * p->k_batch_stride + h0 * p->k_head_stride;
-    const int64_t voff = b * p->v_batch_stride + h0 * p->v_head_stride;
-    if (gather(qb + qoff * (int64_t)es, p->dtype, p->q_head_stride, p->q_row_stride,
-               nh, Sq, D, r->q, stream, err, errlen) ||
-        gather(kb + koff * (int64_t)es, p->dtype, p->k_head_stride, p->k_row_stride,
-               nh, Sk, D, r->k, stream, err, errlen) ||
-        gather(vb + voff * (int64_t)es, p->dtype, p->v_head_stride, p->v_row_stride,
-               nh, Sk, D, r->v, stream, err, errlen))
+    /* a) Widen this chunk's Q, K, V into contiguous float [nh][seq][D or Dv]. */
+    rows_view qv = {(const char *)p->q + sqn->q_off * (int64_t)elem_size(p->dtype), p->q_head_stride, p->q_row_stride, 0, NULL, 1, h0, 1};
+    rows_view kv = kv_view(p, 1, sqn, h0), vv = kv_view(p, 2, sqn, h0);
+    if (gather(&qv, p->dtype, nh, Sq, D, r->q, stream, err, errlen) ||
+        gather(&kv, p->dtype, nh, Sk, D, r->k, stream, err, errlen) ||
+        gather(&vv, p->dtype, nh, Sk, Dv, r->v, stream, err, errlen))
         return -1;
 
     /* b) Row-major S [Sq][Sk] is column-major S^T (Sk x Sq, ld Sk) = K . Q^T, where
@@ -348,34 +416,72 @@ static int forward_chunk(const struct forward_job *j, int b, int h0, int nh, cha
                 r->s, CUDA_R_32F, Sk, (long long)Sq * Sk,
                 nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 
-    /* c) S -> P in place, plus LSE. */
-    const int64_t first_row = (int64_t)b * H + h0; /* (b, h0) in [B][H] */
+    /* c) softcap, mask, S -> P in place, plus LSE. */
     const int64_t rows = (int64_t)nh * Sq;
     if (rows > 0x7fffffff)
         return fail(err, errlen, __LINE__,
                     "attn_ref_forward: %lld softmax rows exceed the grid", (long long)rows);
-    softmax_kernel<<<(unsigned)rows, THREADS, 0, stream>>>(
-        r->s, Sq, Sk, p->causal, j->lowp, (int)p->dtype,
-        j->lse_out ? j->lse_out + first_row * Sq : NULL);
+    softmax_kernel<<<(unsigned)rows, THREADS, 0, stream>>>(r->s, Sq, Sk, j->rule, j->lowp, (int)p->dtype, lse,
+                                                           maxq);
     LAUNCH_CHECK("softmax_kernel");
 
-    /* d) Row-major O [Sq][D] is column-major O^T (D x Sq, ld D) = V^T . P^T, where
-     *    row-major V [Sk][D] is column-major V^T (D x Sk, op N) and row-major
+    /* d) Row-major O [Sq][Dv] is column-major O^T (Dv x Sq, ld Dv) = V^T . P^T, where
+     *    row-major V [Sk][Dv] is column-major V^T (Dv x Sk, op N) and row-major
      *    P [Sq][Sk] is column-major P^T (Sk x Sq, op N). Written straight to o_out. */
-    float *o = j->o_out + first_row * Sq * D;
     CUBLAS_CALL(cublasGemmStridedBatchedEx, r->blas, CUBLAS_OP_N, CUBLAS_OP_N,
-                D, Sq, Sk, &one,
-                r->v, CUDA_R_32F, D, (long long)Sk * D,
+                Dv, Sq, Sk, &one,
+                r->v, CUDA_R_32F, Dv, (long long)Sk * Dv,
                 r->s, CUDA_R_32F, Sk, (long long)Sq * Sk,
                 &zero,
-                o, CUDA_R_32F, D, (long long)Sq * D,
+                o, CUDA_R_32F, Dv, (long long)maxq * Dv,
                 nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 
-    /* e) LOWP: O as the kernel's dtype would store it. */
+    /* e) LOWP: O as the kernel's dtype would store it (rows not written stay NaN). */
     if (j->lowp) {
-        const int64_t n = rows * D;
+        const int64_t n = ((int64_t)(nh - 1) * maxq + Sq) * Dv;
         round_kernel<<<grid_for(n), THREADS, 0, stream>>>(o, n, (int)p->dtype);
         LAUNCH_CHECK("round_kernel");
+    }
+    return 0;
+}
+
+/* A device int32 array of n into a new host array (NULL when src is NULL); waits for it. */
+static int to_host(const int32_t *src, int n, int32_t **out, cudaStream_t stream, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!src) return 0;
+    *out = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    if (!*out) return fail(err, errlen, __LINE__, "attn_ref_forward: out of host memory");
+    CUDA_CALL(cudaMemcpyAsync, *out, src, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream);
+    CUDA_CALL(cudaStreamSynchronize, stream);
+    return 0;
+}
+
+/* Sequence b's lengths and first rows, from the host copies of the problem's arrays. */
+static sequence sequence_of(const attn_fwd_params *p, int b, const int32_t *cq, const int32_t *ck,
+                            const int32_t *used)
+{
+    sequence s;
+    s.b = b;
+    s.sq = cq ? cq[b + 1] - cq[b] : p->seqlen_q;
+    s.sk = ck ? ck[b + 1] - ck[b] : p->seqlen_k;
+    if (used) s.sk = used[b];
+    s.q_off = cq ? (int64_t)cq[b] * p->q_row_stride : (int64_t)b * p->q_batch_stride;
+    s.k_off = p->block_table ? 0 : ck ? (int64_t)ck[b] * p->k_row_stride : (int64_t)b * p->k_batch_stride;
+    s.v_off = p->block_table ? 0 : ck ? (int64_t)ck[b] * p->v_row_stride : (int64_t)b * p->v_batch_stride;
+    return s;
+}
+
+static int forward_all(const struct forward_job *job, int chunk, const int32_t *cq, const int32_t *ck,
+                       const int32_t *used, char *err, size_t errlen)
+{
+    const attn_fwd_params *p = job->p;
+    for (int b = 0; b < p->batch; b++) {
+        const sequence sqn = sequence_of(p, b, cq, ck, used);
+        for (int h0 = 0; h0 < p->heads; h0 += chunk) {
+            const int nh = p->heads - h0 < chunk ? p->heads - h0 : chunk;
+            if (forward_chunk(job, &sqn, h0, nh, err, errlen)) return -1;
+        }
     }
     return 0;
 }
@@ -386,7 +492,8 @@ extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
 {
     if (check_forward_args(r, p, variant, o_out, err, errlen)) return -1;
 
-    const int B = p->batch, H = p->heads, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
+    const int H = p->heads, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
+    const int Dv = p->head_dim_v ? p->head_dim_v : D;
 
     /* Largest head chunk whose score buffer fits the budget, but at least one head. */
     const size_t head_score_bytes = (size_t)Sq * Sk * sizeof(float);
@@ -395,20 +502,25 @@ extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
 
     if (grow(&r->q, &r->q_cap, (size_t)chunk * Sq * D * sizeof(float), err, errlen) ||
         grow(&r->k, &r->k_cap, (size_t)chunk * Sk * D * sizeof(float), err, errlen) ||
-        grow(&r->v, &r->v_cap, (size_t)chunk * Sk * D * sizeof(float), err, errlen) ||
+        grow(&r->v, &r->v_cap, (size_t)chunk * Sk * Dv * sizeof(float), err, errlen) ||
         grow(&r->s, &r->s_cap, (size_t)chunk * head_score_bytes, err, errlen))
         return -1;
 
     CUBLAS_CALL(cublasSetStream, r->blas, stream);
 
-    const struct forward_job job = {r, p, variant == ATTN_REF_LOWP, o_out, lse_out, stream};
-    for (int b = 0; b < B; b++) {
-        for (int h0 = 0; h0 < H; h0 += chunk) {
-            const int nh = H - h0 < chunk ? H - h0 : chunk;
-            if (forward_chunk(&job, b, h0, nh, err, errlen)) return -1;
-        }
+    int32_t *cq = NULL, *ck = NULL, *used = NULL;
+    int rc = to_host(p->cu_seqlens_q, p->batch + 1, &cq, stream, err, errlen) ||
+             to_host(p->cu_seqlens_k, p->batch + 1, &ck, stream, err, errlen) ||
+             to_host(p->seqused_k, p->batch, &used, stream, err, errlen);
+    if (!rc) {
+        const score_rule rule = {p->window_left, p->causal ? 0 : p->window_right, p->softcap};
+        const struct forward_job job = {r, p, variant == ATTN_REF_LOWP, Dv, rule, o_out, lse_out, stream};
+        rc = forward_all(&job, chunk, cq, ck, used, err, errlen);
     }
-    return 0;
+    free(cq);
+    free(ck);
+    free(used);
+    return rc ? -1 : 0;
 }
 
 /* ---- the baseline: the same computation, unfused, as a naive fp16/bf16 implementation

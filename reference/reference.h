@@ -45,14 +45,6 @@ int attn_ref_forward(attn_reference *r, const attn_fwd_params *p, attn_ref_varia
 int attn_ref_baseline(attn_reference *r, const attn_fwd_params *p, cudaStream_t stream,
                       char *err, size_t errlen);
 
-/* Float64 CPU oracle, for small shapes. Inputs are host float arrays laid out
- * [batch][heads][seq][head_dim] contiguous (the quantized values, widened); outputs
- * o [batch][heads][seqlen_q][head_dim] and lse [batch][heads][seqlen_q] (lse may be NULL).
- * Same semantics as attn_fwd_params (bottom-right causal, empty rows: zeros and -inf). */
-void attn_oracle_forward(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim,
-                         int causal, double softmax_scale, const float *q, const float *k,
-                         const float *v, double *o, double *lse);
-
 #ifdef __cplusplus
 }
 #endif

@@ -405,7 +405,8 @@ static void make_inputs(void) {
     /* inputs: BSHD, random normal */
     attn_fwd_params *p = &B.p;
     size_t n = B.n = (size_t)B.batch * B.seqlen * B.heads * B.head_dim;
-    p->dtype = B.dtype, p->batch = B.batch, p->heads = B.heads, p->seqlen_q = p->seqlen_k = B.seqlen;
+    attn_params_clear(p, B.heads);
+    p->dtype = B.dtype, p->batch = B.batch, p->seqlen_q = p->seqlen_k = B.seqlen;
     p->head_dim = B.head_dim, p->causal = B.causal;
     p->softmax_scale = (float)(1.0 / sqrt((double)B.head_dim));
     void *buf[4];

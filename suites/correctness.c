@@ -34,6 +34,8 @@
 #include "harness.h"
 #include "reference.h"
 #include "registry.h"
+#include "pairwise.h"
+#include "problem.h"
 #include "supervise.h"
 #include "verdict.h"
 
@@ -45,6 +47,8 @@ static struct {
     const attn_kernel *kernel;
     attn_dtype dtype;
     int batch, heads, seqlen_q, seqlen_k, head_dim, causal;
+    int heads_k, head_dim_v, window_left, window_right; /* version 2 (off: heads, head_dim, -1, -1) */
+    float softcap;
     attn_tolerance tol;
     attn_reference *ref;
     cudaStream_t stream;
@@ -71,10 +75,11 @@ static void say_header(const char *check, uint64_t seed, attn_layout lq, attn_la
                        float scale) {
     msg_len = 0;
     msg[0] = 0;
-    say("%s: check '%s' failed\n  shape: batch=%d heads=%d seqlen_q=%d seqlen_k=%d head_dim=%d "
-        "%s %s, layouts q/k/v %s o %s, softmax_scale=%g\n  seed: ATTN_SEED=0x%016llx "
-        "CK_RUN_CASE=%s reproduces it\n",
-        cfg.seed_name, check, cfg.batch, cfg.heads, cfg.seqlen_q, cfg.seqlen_k, cfg.head_dim,
+    say("%s: check '%s' failed\n  shape: batch=%d heads=%d heads_k=%d seqlen_q=%d seqlen_k=%d head_dim=%d "
+        "head_dim_v=%d window=(%d,%d) softcap=%g %s %s, layouts q/k/v %s o %s, softmax_scale=%g\n"
+        "  seed: ATTN_SEED=0x%016llx CK_RUN_CASE=%s reproduces it\n",
+        cfg.seed_name, check, cfg.batch, cfg.heads, cfg.heads_k, cfg.seqlen_q, cfg.seqlen_k, cfg.head_dim,
+        cfg.head_dim_v, cfg.window_left, cfg.window_right, cfg.softcap,
         attn_dtype_name(cfg.dtype), cfg.causal ? "causal" : "full", attn_layout_name(lq),
         attn_layout_name(lo), scale, (unsigned long long)seed, check);
 }
@@ -93,7 +98,7 @@ typedef struct {
  * tensor ever crosses to the host: inputs are generated and outputs judged on the GPU. */
 typedef struct {
     run_spec spec;
-    int batch, heads, seqlen_q, seqlen_k; /* the problem (cfg's, or another: 'interleaved') */
+    int batch, heads, heads_k, seqlen_q, seqlen_k; /* the problem (cfg's, or another: 'interleaved') */
     attn_strides st[4];
     void *dbuf[4];          /* q, k, v, o device buffers, guards included */
     size_t bytes[4];
@@ -116,10 +121,13 @@ typedef struct {
 static size_t lse_bytes(const run *x) { return x->rows * 4; }
 static void *inner(void *buf) { return (char *)buf + GUARD_BYTES; }
 
+/* Tensor t (q, k, v, o)'s heads, rows and columns. */
+static int heads_of(const run *x, int t) { return t == 1 || t == 2 ? x->heads_k : x->heads; }
+static int seq_of(const run *x, int t) { return t == 1 || t == 2 ? x->seqlen_k : x->seqlen_q; }
+static int dim_of(int t) { return t >= 2 ? cfg.head_dim_v : cfg.head_dim; }
+
 static attn_tensor_view view_of(const run *x, int t) {
-    int seq = t == 1 || t == 2 ? x->seqlen_k : x->seqlen_q;
-    attn_tensor_view v = {x->batch, x->heads, seq, cfg.head_dim,
-                          x->st[t].batch, x->st[t].head, x->st[t].row};
+    attn_tensor_view v = {x->batch, heads_of(x, t), seq_of(x, t), dim_of(t), x->st[t].batch, x->st[t].head, x->st[t].row};
     return v;
 }
 
@@ -134,14 +142,17 @@ static void run_free(run *x) {
 
 static void fill_params(run *x) {
     attn_fwd_params *p = &x->p;
-    memset(p, 0, sizeof *p);
+    attn_params_clear(p, x->heads);
     p->dtype = cfg.dtype;
     p->batch = x->batch;
-    p->heads = x->heads;
     p->seqlen_q = x->seqlen_q;
     p->seqlen_k = x->seqlen_k;
     p->head_dim = cfg.head_dim;
     p->causal = cfg.causal;
+    p->heads_k = x->heads_k;
+    p->head_dim_v = cfg.head_dim_v;
+    p->window_left = cfg.window_left, p->window_right = cfg.window_right;
+    p->softcap = cfg.softcap;
     p->softmax_scale = x->spec.scale;
     p->q = inner(x->dbuf[0]);
     p->k = inner(x->dbuf[1]);
@@ -169,18 +180,19 @@ static int run_fill_inputs(run *x, uint64_t seed, cudaStream_t stream) {
     return 0;
 }
 
-/* Allocates a problem of the given size (cfg's, unless 'interleaved' asks for another). */
+/* Allocates a problem of the given size (cfg's, unless 'interleaved' asks for another),
+ * with cfg's query heads per KV head. */
 static int run_alloc(run *x, const run_spec *spec, int batch, int heads, int sq, int sk) {
     memset(x, 0, sizeof *x);
     x->spec = *spec;
-    x->batch = batch, x->heads = heads, x->seqlen_q = sq, x->seqlen_k = sk;
-    int seq[4] = {sq, sk, sk, sq};
+    x->batch = batch, x->heads = heads, x->heads_k = heads / (cfg.heads / cfg.heads_k);
+    x->seqlen_q = sq, x->seqlen_k = sk;
     for (int t = 0; t < 4; t++) {
-        x->st[t] = attn_make_strides(spec->layout[t], batch, heads, seq[t], cfg.head_dim);
+        x->st[t] = attn_make_strides(spec->layout[t], batch, heads_of(x, t), seq_of(x, t), dim_of(t));
         x->bytes[t] = 2 * GUARD_BYTES + (size_t)x->st[t].extent * 2;
         CUDA_TRY(cudaMalloc(&x->dbuf[t], x->bytes[t]));
     }
-    x->o_elems = (size_t)batch * heads * sq * cfg.head_dim;
+    x->o_elems = (size_t)batch * heads * sq * cfg.head_dim_v;
     x->rows = (size_t)batch * heads * sq;
     CUDA_TRY(cudaMalloc((void **)&x->dlse_buf, lse_bytes(x) + 2 * GUARD_BYTES));
     CUDA_TRY(cudaMalloc((void **)&x->dg, x->o_elems * 4));
@@ -264,16 +276,20 @@ static launch_result run_kernel(run *x) {
 
 /* (b, h, s, d) of logical element `i` of O */
 static void where(const run *x, size_t i, int *b, int *h, int *s, int *d) {
-    *d = (int)(i % cfg.head_dim);
-    i /= cfg.head_dim;
+    *d = (int)(i % cfg.head_dim_v);
+    i /= cfg.head_dim_v;
     *s = (int)(i % x->seqlen_q);
     i /= x->seqlen_q;
     *h = (int)(i % x->heads);
     *b = (int)(i / x->heads);
 }
 
+/* Whether O's row `row` sees no key (attn_abi.h's window rule, causal included). */
 static int row_empty(const run *x, size_t row) {
-    return cfg.causal && (int64_t)(row % x->seqlen_q) + x->seqlen_k - x->seqlen_q < 0;
+    const int64_t diag = (int64_t)(row % x->seqlen_q) + x->seqlen_k - x->seqlen_q;
+    const int right = cfg.causal ? 0 : cfg.window_right;
+    int64_t lo = cfg.window_left < 0 ? 0 : diag - cfg.window_left, hi = right < 0 ? x->seqlen_k : diag + right + 1;
+    return (hi < x->seqlen_k ? hi : x->seqlen_k) <= (lo > 0 ? lo : 0);
 }
 
 /* ------------------------------------------------------------------ the checks ---- */
@@ -320,7 +336,7 @@ static int judge_output(const run *x, const char *what) {
         v.rule == ATTN_RULE_MAX || v.rule == ATTN_RULE_MEAN ? "worst" : "first bad", b, h, s, d,
         attn_peek_view(x->p.o, cfg.dtype, &ov, v.worst), attn_peek_f32(x->dg, v.worst),
         attn_peek_f32(x->dr, v.worst),
-        row_empty(x, v.worst / cfg.head_dim) ? " (a row that sees no key)" : "");
+        row_empty(x, v.worst / cfg.head_dim_v) ? " (a row that sees no key)" : "");
     return 1;
 }
 
@@ -458,7 +474,7 @@ static outcome check_guard_bands(void) {
         /* padding: elements of each row past heads*head_dim */
         attn_match pad;
         if (attn_count_padding_written(x.p.o, x.st[3].extent, x.st[3].row,
-                                       (int64_t)x.heads * cfg.head_dim, &pad, cfg.stream) != cudaSuccess)
+                                       (int64_t)x.heads * cfg.head_dim_v, &pad, cfg.stream) != cudaSuccess)
             bad++, say("  counting padding on the GPU failed\n");
         else if (pad.count)
             bad++, say("  %llu padding elements between O's rows written (row stride %lld, first at "
@@ -764,7 +780,8 @@ static outcome check_interleaved(void) {
     memset(&a1, 0, sizeof a1), memset(&b, 0, sizeof b), memset(&a2, 0, sizeof a2);
     run_spec spec = default_spec(11);
     say_header("interleaved", spec.seed, spec.layout[0], spec.layout[3], spec.scale);
-    int bb = cfg.batch + 1, bh = cfg.heads + 1, bq = cfg.seqlen_q + 19, bk = cfg.seqlen_k + 41;
+    /* B keeps A's query heads per KV head */
+    int bb = cfg.batch + 1, bh = cfg.heads + cfg.heads / cfg.heads_k, bq = cfg.seqlen_q + 19, bk = cfg.seqlen_k + 41;
     char wb[2][160];
     for (int i = 0; i < 2; i++)
         snprintf(wb[i], sizeof wb[i], "call %d (problem B: batch=%d heads=%d seqlen_q=%d seqlen_k=%d)",
@@ -886,27 +903,44 @@ static Suite *make_suite(const char *name, const char *checks) {
 
 /* ---------------------------------------------------------------------- cases ---- */
 
-/* One case: the cross product of the --dtype, --head-dim, --mask and --shapes lists. */
+/* One case: a row of the cross product (or of a pairwise covering array, --pairwise) of
+ * the --dtype, --head-dim, --mask, --heads-k, --window, --softcap and --shapes lists. */
 typedef struct {
     attn_dtype dtype;
-    int head_dim, causal, seqlen_q, seqlen_k;
-    char label[64]; /* fp16/d64/full/s1000, bf16/d128/causal/q1k239 */
+    int head_dim, head_dim_v, causal, heads_k, window_left, window_right, seqlen_q, seqlen_k;
+    float softcap;
+    char label[96]; /* fp16/d64/full/s1000, bf16/d192v128/causal/kv1/w16_0/cap30/q1k239 */
 } test_case;
 
 typedef struct {
-    const char *kernel, *plugin, *tolerance, *checks, *dtypes, *head_dims, *masks, *shapes;
-    int in_process;
+    const char *kernel, *plugin, *tolerance, *checks;
+    const char *lists[7]; /* dtypes, head dims, masks, KV heads, windows, softcaps, shapes */
+    int in_process, pairwise, list;
     double case_timeout_s;
     test_case *cases;
     int n_cases;
 } args;
 
+/* The problem of case c as the checks build it, pointers standing in (nothing reads them):
+ * for validating it and asking the kernel whether it takes it. */
+static attn_fwd_params case_shape(const test_case *c) {
+    attn_fwd_params p;
+    attn_params_clear(&p, cfg.heads);
+    p.dtype = c->dtype, p.batch = cfg.batch, p.seqlen_q = c->seqlen_q, p.seqlen_k = c->seqlen_k;
+    p.head_dim = c->head_dim, p.head_dim_v = c->head_dim_v, p.causal = c->causal, p.heads_k = c->heads_k;
+    p.window_left = c->window_left, p.window_right = c->window_right, p.softcap = c->softcap;
+    p.softmax_scale = 1.0f;
+    static char stand_in[16];
+    p.q = p.k = p.v = p.o = stand_in;
+    return p;
+}
+
 /* The scale rows need tens of GB: with less free GPU memory than a check needs, the case is
  * skipped, saying so (a smaller GPU cannot run it; that is not a pass). The largest check
  * holds q, k, v, o and a copy of o in the dtype, and G, R in float. */
 static int enough_memory(char *why, size_t len) {
-    double eq = (double)cfg.batch * cfg.heads * cfg.seqlen_q * cfg.head_dim;
-    double ek = (double)cfg.batch * cfg.heads * cfg.seqlen_k * cfg.head_dim;
+    double eq = (double)cfg.batch * cfg.heads * cfg.seqlen_q * (cfg.head_dim > cfg.head_dim_v ? cfg.head_dim : cfg.head_dim_v);
+    double ek = (double)cfg.batch * cfg.heads_k * cfg.seqlen_k * (cfg.head_dim > cfg.head_dim_v ? cfg.head_dim : cfg.head_dim_v);
     double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq) + (256 << 20);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
@@ -970,14 +1004,20 @@ static attn_case_verdict run_checks(const test_case *c, const char *checks, doub
 static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
     const args *a = ctx;
     const test_case *c = &a->cases[i];
-    cfg.dtype = c->dtype, cfg.head_dim = c->head_dim, cfg.causal = c->causal;
+    cfg.dtype = c->dtype, cfg.head_dim = c->head_dim, cfg.head_dim_v = c->head_dim_v, cfg.causal = c->causal;
+    cfg.heads_k = c->heads_k, cfg.window_left = c->window_left, cfg.window_right = c->window_right;
+    cfg.softcap = c->softcap;
     cfg.seqlen_q = c->seqlen_q, cfg.seqlen_k = c->seqlen_k;
     /* the same seeds in any grouping of cases: from the kernel and the case alone */
     snprintf(cfg.seed_name, sizeof cfg.seed_name, "correctness/%s/%s", a->kernel, c->label);
     double t0 = attn_wall_s();
-    char why[256];
+    char why[512];
     attn_case_verdict v;
-    if (!enough_memory(why, sizeof why)) {
+    const attn_fwd_params shape = case_shape(c);
+    if (attn_kernel_lacks(cfg.kernel, &shape, why, sizeof why)) { /* said before any launch */
+        printf("CASE %s NOT_SUPPORTED (0.00 s)\nNOT SUPPORTED: %s\n", c->label, why);
+        v = ATTN_CASE_UNSUPPORTED;
+    } else if (!enough_memory(why, sizeof why)) {
         printf("CASE %s SKIPPED: %s\n", c->label, why);
         v = ATTN_CASE_SKIPPED;
     } else {
@@ -1001,14 +1041,18 @@ static void usage(const char *why) {
     fprintf(stderr,
             "attn_correctness: %s\n"
             "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so] --dtype fp16|bf16[,...]\n"
-            "         --head-dim D[,...] --mask full|causal[,...] --shapes QxK|S[,...] --batch B --heads H\n"
-            "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process]\n"
-            "cases: the cross product of the dtype, head dim, mask and shape lists (S = SxS)\n"
+            "         --head-dim D|DxDV[,...] --mask full|causal[,...] --shapes QxK|S[,...] --batch B --heads H\n"
+            "         [--heads-k HK[,...]] [--window L:R[,...]] [--softcap C[,...]] [--pairwise]\n"
+            "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process] [--list]\n"
+            "cases: the cross product of the lists (S = SxS; D = DxD; --heads-k defaults to --heads,\n"
+            "        --window to -1:-1 (none; -1 is unbounded; causal cases keep only L), --softcap to 0\n"
+            "        (off)); --pairwise: the rows of a pairwise covering array of them instead\n"
             "checks: accuracy large_inputs unwritten guard_bands determinism scale layouts lse\n"
             "        (the default), stream_order graph_capture interleaved (the kernel contract),\n"
             "        launch (one fwd, nothing judged: for compute-sanitizer)\n"
             "--in-process: run the cases in this process (for tools that follow one process);\n"
-            "        by default a child process runs them, replaced after a crash or a hang\n",
+            "        by default a child process runs them, replaced after a crash or a hang\n"
+            "--list: print the cases and exit\n",
             why);
     exit(2);
 }
@@ -1039,48 +1083,110 @@ static int split_list(const char *opt, const char *list, char out[][32], int max
     }
 }
 
-static void parse_shape(const char *s, int *sq, int *sk) {
-    char q[32];
-    size_t len = strcspn(s, "x");
-    snprintf(q, sizeof q, "%.*s", (int)len, s);
-    *sq = positive_arg("--shapes", q);
-    *sk = s[len] ? positive_arg("--shapes", s + len + 1) : *sq;
+/* "A" or "A<sep>B" (B defaults to A) into two integers, each checked by `value`. */
+static void parse_pair(const char *opt, const char *s, char sep, int (*value)(const char *, const char *), int *a,
+                       int *b) {
+    char first[32];
+    size_t len = strcspn(s, (char[]){sep, 0});
+    snprintf(first, sizeof first, "%.*s", (int)len, s);
+    *a = value(opt, first);
+    *b = s[len] ? value(opt, s + len + 1) : *a;
 }
 
-/* The cross product of the lists, in the order dtype, head dim, mask, shape. */
+/* -1 (unbounded) or a window bound >= 0 */
+static int window_arg(const char *opt, const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == 0 || *end || v < -1 || v > (1L << 24)) {
+        fprintf(stderr, "attn_correctness: %s: expected -1 or a bound >= 0, got '%s'\n", opt, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static float softcap_arg(const char *opt, const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end || !(v >= 0) || v > 1e6) {
+        fprintf(stderr, "attn_correctness: %s: expected a number >= 0, got '%s'\n", opt, s);
+        exit(2);
+    }
+    return (float)v;
+}
+
+enum { AX_DTYPE, AX_DIM, AX_MASK, AX_HEADS_K, AX_WINDOW, AX_SOFTCAP, AX_SHAPE, N_AXES, MAXL = 64 };
+static const char *const AXIS_OPT[N_AXES] = {"--dtype", "--head-dim", "--mask", "--heads-k", "--window", "--softcap",
+                                             "--shapes"};
+
+/* Case c from the axis values v[] (strings) chosen by row[]; its label names what is not off. */
+static void make_case(test_case *c, char v[N_AXES][MAXL][32], const int *row) {
+    if (attn_dtype_parse(v[AX_DTYPE][row[AX_DTYPE]], &c->dtype)) usage("--dtype: expected fp16 or bf16");
+    parse_pair("--head-dim", v[AX_DIM][row[AX_DIM]], 'x', positive_arg, &c->head_dim, &c->head_dim_v);
+    const char *m = v[AX_MASK][row[AX_MASK]];
+    if (strcmp(m, "full") && strcmp(m, "causal")) usage("--mask: expected full or causal");
+    c->causal = !strcmp(m, "causal");
+    c->heads_k = positive_arg("--heads-k", v[AX_HEADS_K][row[AX_HEADS_K]]);
+    parse_pair("--window", v[AX_WINDOW][row[AX_WINDOW]], ':', window_arg, &c->window_left, &c->window_right);
+    if (c->causal && c->window_right > 0) c->window_right = 0; /* causal is a right bound of 0 */
+    c->softcap = softcap_arg("--softcap", v[AX_SOFTCAP][row[AX_SOFTCAP]]);
+    parse_pair("--shapes", v[AX_SHAPE][row[AX_SHAPE]], 'x', positive_arg, &c->seqlen_q, &c->seqlen_k);
+    char *l = c->label, *end = c->label + sizeof c->label;
+    l += snprintf(l, end - l, "%s/d%d", v[AX_DTYPE][row[AX_DTYPE]], c->head_dim);
+    if (c->head_dim_v != c->head_dim) l += snprintf(l, end - l, "v%d", c->head_dim_v);
+    l += snprintf(l, end - l, "/%s/", m);
+    if (c->heads_k != cfg.heads) l += snprintf(l, end - l, "kv%d/", c->heads_k);
+    if (c->window_left >= 0 || c->window_right >= 0) l += snprintf(l, end - l, "w%d_%d/", c->window_left, c->window_right);
+    if (c->softcap > 0) l += snprintf(l, end - l, "cap%g/", c->softcap);
+    if (c->seqlen_q == c->seqlen_k)
+        snprintf(l, end - l, "s%d", c->seqlen_q);
+    else
+        snprintf(l, end - l, "q%dk%d", c->seqlen_q, c->seqlen_k);
+}
+
+static void validate_case(const test_case *c) {
+    const attn_fwd_params p = case_shape(c);
+    const attn_problem_host none = {NULL, NULL, NULL, NULL};
+    char err[512];
+    if (attn_problem_check(&p, &none, err, sizeof err)) {
+        fprintf(stderr, "attn_correctness: case %s: %s\n", c->label, err);
+        exit(2);
+    }
+}
+
+/* The cases: the cross product of the lists, in the order of the axes, or (--pairwise) the
+ * rows of a pairwise covering array of them. */
 static void build_cases(args *a) {
-    enum { MAXL = 64 };
-    char dt[MAXL][32], hd[MAXL][32], mk[MAXL][32], sh[MAXL][32];
-    int nd = split_list("--dtype", a->dtypes, dt, MAXL), nh = split_list("--head-dim", a->head_dims, hd, MAXL);
-    int nm = split_list("--mask", a->masks, mk, MAXL), ns = split_list("--shapes", a->shapes, sh, MAXL);
-    a->cases = calloc((size_t)nd * nh * nm * ns, sizeof *a->cases);
-    for (int i = 0; i < nd; i++)
-        for (int j = 0; j < nh; j++)
-            for (int k = 0; k < nm; k++)
-                for (int l = 0; l < ns; l++) {
-                    test_case *c = &a->cases[a->n_cases++];
-                    if (attn_dtype_parse(dt[i], &c->dtype)) usage("--dtype: expected fp16 or bf16");
-                    c->head_dim = positive_arg("--head-dim", hd[j]);
-                    if (strcmp(mk[k], "full") && strcmp(mk[k], "causal")) usage("--mask: expected full or causal");
-                    c->causal = !strcmp(mk[k], "causal");
-                    parse_shape(sh[l], &c->seqlen_q, &c->seqlen_k);
-                    int n = snprintf(c->label, sizeof c->label, "%s/d%d/%s/", dt[i], c->head_dim, mk[k]);
-                    if (c->seqlen_q == c->seqlen_k)
-                        snprintf(c->label + n, sizeof c->label - n, "s%d", c->seqlen_q);
-                    else
-                        snprintf(c->label + n, sizeof c->label - n, "q%dk%d", c->seqlen_q, c->seqlen_k);
-                }
+    static char v[N_AXES][MAXL][32];
+    int size[N_AXES], total = 1;
+    for (int x = 0; x < N_AXES; x++) total *= size[x] = split_list(AXIS_OPT[x], a->lists[x], v[x], MAXL);
+    int *rows = calloc((size_t)total * N_AXES, sizeof *rows);
+    int n = total;
+    if (a->pairwise) {
+        n = attn_pairwise(size, N_AXES, rows, total);
+    } else {
+        for (int r = 0; r < total; r++)
+            for (int x = N_AXES - 1, k = r; x >= 0; k /= size[x], x--) rows[r * N_AXES + x] = k % size[x];
+    }
+    a->cases = calloc((size_t)n, sizeof *a->cases);
+    for (int r = 0; r < n; r++) {
+        make_case(&a->cases[r], v, rows + (size_t)r * N_AXES);
+        validate_case(&a->cases[r]);
+    }
+    a->n_cases = n;
+    free(rows);
 }
 
 /* The command line into cfg and a; exits 2 with the usage on anything malformed. */
 static void parse_args(int argc, char **argv, args *a) {
     a->checks = DEFAULT_CHECKS;
     a->case_timeout_s = 60;
+    a->lists[AX_WINDOW] = "-1:-1", a->lists[AX_SOFTCAP] = "0";
     static const struct option opts[] = {
-        {"name", 1, 0, 'n'},   {"kernel", 1, 0, 'k'},    {"plugin", 1, 0, 'p'},     {"dtype", 1, 0, 't'},
-        {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},    {"shapes", 1, 0, 'S'},     {"batch", 1, 0, 'b'},
-        {"heads", 1, 0, 'h'},  {"tolerance", 1, 0, 'T'}, {"checks", 1, 0, 'c'},     {"case-timeout", 1, 0, 'W'},
-        {"in-process", 0, 0, 'I'}, {0, 0, 0, 0},
+        {"name", 1, 0, 'n'},     {"kernel", 1, 0, 'k'},       {"plugin", 1, 0, 'p'},    {"dtype", 1, 0, 't'},
+        {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},         {"shapes", 1, 0, 'S'},    {"batch", 1, 0, 'b'},
+        {"heads", 1, 0, 'h'},    {"tolerance", 1, 0, 'T'},    {"checks", 1, 0, 'c'},    {"case-timeout", 1, 0, 'W'},
+        {"in-process", 0, 0, 'I'}, {"heads-k", 1, 0, 'K'},    {"window", 1, 0, 'w'},    {"softcap", 1, 0, 'C'},
+        {"pairwise", 0, 0, 'P'}, {"list", 0, 0, 'L'}, {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1088,23 +1194,31 @@ static void parse_args(int argc, char **argv, args *a) {
         case 'n': cfg.name = optarg; break;
         case 'k': a->kernel = optarg; break;
         case 'p': a->plugin = optarg; break;
-        case 't': a->dtypes = optarg; break;
-        case 'd': a->head_dims = optarg; break;
-        case 'm': a->masks = optarg; break;
-        case 'S': a->shapes = optarg; break;
+        case 't': a->lists[AX_DTYPE] = optarg; break;
+        case 'd': a->lists[AX_DIM] = optarg; break;
+        case 'm': a->lists[AX_MASK] = optarg; break;
+        case 'K': a->lists[AX_HEADS_K] = optarg; break;
+        case 'w': a->lists[AX_WINDOW] = optarg; break;
+        case 'C': a->lists[AX_SOFTCAP] = optarg; break;
+        case 'S': a->lists[AX_SHAPE] = optarg; break;
         case 'b': cfg.batch = positive_arg("--batch", optarg); break;
         case 'h': cfg.heads = positive_arg("--heads", optarg); break;
         case 'T': a->tolerance = optarg; break;
         case 'c': a->checks = optarg; break;
         case 'W': a->case_timeout_s = positive_arg("--case-timeout", optarg); break;
         case 'I': a->in_process = 1; break;
+        case 'P': a->pairwise = 1; break;
+        case 'L': a->list = 1; break;
         default: usage("unknown option");
         }
     }
     if (optind != argc) usage("unexpected argument");
-    if (!cfg.name || !a->kernel || !a->dtypes || !a->masks || !a->tolerance || !a->head_dims || !a->shapes ||
-        !cfg.batch || !cfg.heads)
+    if (!cfg.name || !a->kernel || !a->lists[AX_DTYPE] || !a->lists[AX_MASK] || !a->tolerance ||
+        !a->lists[AX_DIM] || !a->lists[AX_SHAPE] || !cfg.batch || !cfg.heads)
         usage("missing option");
+    static char heads[16];
+    snprintf(heads, sizeof heads, "%d", cfg.heads);
+    if (!a->lists[AX_HEADS_K]) a->lists[AX_HEADS_K] = heads;
     build_cases(a);
     char bad[128];
     if (checks_valid(a->checks, bad, sizeof bad)) {
@@ -1129,11 +1243,12 @@ static int report(const args *a, const attn_case_verdict *v, const char *argv0) 
     for (int i = 0; i < a->n_cases; i++) {
         const test_case *c = &a->cases[i];
         if (v[i] != ATTN_CASE_FAILED) continue;
-        printf("rerun %s alone: %s --name %s --kernel %s%s%s --dtype %s --head-dim %d --mask %s --shapes %dx%d "
-               "--batch %d --heads %d --tolerance %s --checks %s\n",
+        printf("rerun %s alone: %s --name %s --kernel %s%s%s --dtype %s --head-dim %dx%d --mask %s --heads-k %d "
+               "--window %d:%d --softcap %g --shapes %dx%d --batch %d --heads %d --tolerance %s --checks %s\n",
                c->label, argv0, cfg.name, a->kernel, a->plugin ? " --plugin " : "", a->plugin ? a->plugin : "",
-               attn_dtype_name(c->dtype), c->head_dim, c->causal ? "causal" : "full", c->seqlen_q, c->seqlen_k,
-               cfg.batch, cfg.heads, a->tolerance, a->checks);
+               attn_dtype_name(c->dtype), c->head_dim, c->head_dim_v, c->causal ? "causal" : "full", c->heads_k,
+               c->window_left, c->window_right, c->softcap, c->seqlen_q, c->seqlen_k, cfg.batch, cfg.heads,
+               a->tolerance, a->checks);
     }
     if (count[ATTN_CASE_FAILED] || count[ATTN_CASE_NOT_RUN]) return 1;
     if (count[ATTN_CASE_PASSED]) return 0;
@@ -1154,6 +1269,10 @@ int main(int argc, char **argv) {
     if (!cfg.kernel) {
         fprintf(stderr, "attn_correctness: %s\n", err);
         return 2;
+    }
+    if (a.list) { /* the cases, no GPU needed */
+        for (int i = 0; i < a.n_cases; i++) printf("%s\n", a.cases[i].label);
+        return 0;
     }
     attn_case_runner r = {child_init, run_case, case_label, &a, a.n_cases, a.case_timeout_s};
     attn_case_verdict *v = calloc((size_t)a.n_cases, sizeof *v);

@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "harness.h"
+#include "oracle.h"
 #include "reference.h"
 #include "verdict.h"
 
@@ -48,11 +49,19 @@ enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
  * baseline's outputs, and their device copies. It lives in `current` so that the checked
  * teardown can free it after a failed assertion (CK_NOFORK: the test longjmps out). Fields
  * keep the names the checks used to print. */
+/* The version-2 features of a case (attn_abi.h); {heads, d, -1, -1, 0} is a version-1 case. */
+typedef struct {
+    int heads_k, dv, window_left, window_right;
+    double softcap;
+} features;
+
 struct oracle_case {
     int sq, sk, causal, batch, heads, d;
+    features f;
+    int baseline; /* a version-1 case: the baseline (which takes only those) is checked too */
     attn_layout layout;
-    attn_strides stq, stk;
-    size_t nq, nk, no, rows;
+    attn_strides stq, stk, stv, sto;
+    size_t nq, nk, nv, no, rows;
     char name[128];
     double scale, vmax; /* softmax scale; max|V|, for the low-precision bound */
     uint16_t *hq, *hk, *hv, *bo;
@@ -81,18 +90,20 @@ static void teardown(void) { free_case(&current); }
 
 /* The shape, its sizes and name, and the host buffers. */
 static void case_init(struct oracle_case *c, int sq, int sk, int causal, int batch, int heads,
-                      attn_layout layout) {
+                      attn_layout layout, features f) {
     memset(c, 0, sizeof *c);
     int d = head_dim;
-    c->sq = sq, c->sk = sk, c->causal = causal, c->batch = batch, c->heads = heads, c->d = d;
+    c->sq = sq, c->sk = sk, c->causal = causal, c->batch = batch, c->heads = heads, c->d = d, c->f = f;
     c->layout = layout;
     c->stq = attn_make_strides(layout, batch, heads, sq, d);
-    c->stk = attn_make_strides(layout, batch, heads, sk, d);
-    size_t nq = (size_t)c->stq.extent, nk = (size_t)c->stk.extent, no = (size_t)batch * heads * sq * d;
-    size_t rows = (size_t)batch * heads * sq;
-    c->nq = nq, c->nk = nk, c->no = no, c->rows = rows;
-    uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nk * 2);
-    float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nk * 4); /* BHSD */
+    c->stk = attn_make_strides(layout, batch, f.heads_k, sk, d);
+    c->stv = attn_make_strides(layout, batch, f.heads_k, sk, f.dv);
+    c->sto = attn_make_strides(layout, batch, heads, sq, f.dv);
+    size_t nq = (size_t)c->stq.extent, nk = (size_t)c->stk.extent, nv = (size_t)c->stv.extent;
+    size_t no = (size_t)batch * heads * sq * f.dv, rows = (size_t)batch * heads * sq;
+    c->nq = nq, c->nk = nk, c->nv = nv, c->no = no, c->rows = rows;
+    uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nv * 2);
+    float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nv * 4); /* BHSD */
     double *xo = malloc(no * 8), *xl = malloc(rows * 8);
     float *go = malloc(no * 4), *ro = malloc(no * 4), *gl = malloc(rows * 4);
     /* into c before the assertion, so that the teardown frees those that were allocated */
@@ -102,6 +113,12 @@ static void case_init(struct oracle_case *c, int sq, int sk, int causal, int bat
 
     snprintf(c->name, sizeof c->name, "reference/%s/d%d/q%dk%d/%d/b%dh%d/%s", attn_dtype_name(dtype), d, sq, sk,
              causal, batch, heads, attn_layout_name(layout));
+    c->baseline = f.heads_k == heads && f.dv == d && f.window_left < 0 && f.window_right < 0 && f.softcap == 0;
+    if (!c->baseline) {
+        size_t n = strlen(c->name);
+        snprintf(c->name + n, sizeof c->name - n, "/kv%d/v%d/w%d_%d/cap%g", f.heads_k, f.dv, f.window_left,
+                 f.window_right, f.softcap);
+    }
     c->scale = 1.0 / sqrt((double)d);
 }
 
@@ -114,13 +131,13 @@ static void fill_inputs(struct oracle_case *c) {
     float *f32[3] = {c->fq, c->fk, c->fv};
     double vmax = 0;
     for (int t = 0; t < 3; t++) {
-        int seq = t == 0 ? c->sq : c->sk;
-        attn_strides *st = t == 0 ? &c->stq : &c->stk;
+        int seq = t == 0 ? c->sq : c->sk, heads = t == 0 ? c->heads : c->f.heads_k, dim = t == 2 ? c->f.dv : c->d;
+        attn_strides *st = t == 0 ? &c->stq : t == 1 ? &c->stk : &c->stv;
         size_t n = 0;
         for (int b = 0; b < c->batch; b++)
-            for (int h = 0; h < c->heads; h++)
+            for (int h = 0; h < heads; h++)
                 for (int s = 0; s < seq; s++)
-                    for (int e = 0; e < c->d; e++) {
+                    for (int e = 0; e < dim; e++) {
                         uint16_t bits = attn_to_dtype(dtype, (float)attn_rng_normal(&rng));
                         h16[t][attn_offset(st, b, h, s, e)] = bits;
                         f32[t][n++] = attn_from_dtype(dtype, bits);
@@ -133,7 +150,7 @@ static void fill_inputs(struct oracle_case *c) {
 /* Device buffers, and the inputs copied in. Each pointer goes into c as soon as it exists, so
  * that the teardown frees it if a later call fails; the locals keep the names CK_CUDA prints. */
 static void upload_inputs(struct oracle_case *c) {
-    const size_t nq = c->nq, nk = c->nk, no = c->no, rows = c->rows;
+    const size_t nq = c->nq, nk = c->nk, nv = c->nv, no = c->no, rows = c->rows;
     const uint16_t *hq = c->hq, *hk = c->hk, *hv = c->hv;
     void *dq, *dk, *dv;
     float *dgo, *dro, *dgl;
@@ -141,7 +158,7 @@ static void upload_inputs(struct oracle_case *c) {
     c->dq = dq;
     CK_CUDA(cudaMalloc(&dk, nk * 2));
     c->dk = dk;
-    CK_CUDA(cudaMalloc(&dv, nk * 2));
+    CK_CUDA(cudaMalloc(&dv, nv * 2));
     c->dv = dv;
     CK_CUDA(cudaMalloc((void **)&dgo, no * 4));
     c->dgo = dgo;
@@ -151,34 +168,38 @@ static void upload_inputs(struct oracle_case *c) {
     c->dgl = dgl;
     CK_CUDA(cudaMemcpy(dq, hq, nq * 2, cudaMemcpyHostToDevice));
     CK_CUDA(cudaMemcpy(dk, hk, nk * 2, cudaMemcpyHostToDevice));
-    CK_CUDA(cudaMemcpy(dv, hv, nk * 2, cudaMemcpyHostToDevice));
+    CK_CUDA(cudaMemcpy(dv, hv, nv * 2, cudaMemcpyHostToDevice));
 }
 
 /* The baseline, then the golden and the low-precision reference, each copied back. */
 static void run_gpu(struct oracle_case *c) {
     const size_t nq = c->nq, no = c->no, rows = c->rows;
-    const attn_strides stq = c->stq, stk = c->stk;
+    const attn_strides stq = c->stq, stk = c->stk, stv = c->stv;
     float *go = c->go, *ro = c->ro, *gl = c->gl, *dgo = c->dgo, *dro = c->dro, *dgl = c->dgl;
     attn_fwd_params p = {
         .dtype = dtype, .batch = c->batch, .heads = c->heads, .seqlen_q = c->sq, .seqlen_k = c->sk,
         .head_dim = c->d, .causal = c->causal, .softmax_scale = (float)c->scale, .q = c->dq, .k = c->dk, .v = c->dv,
         .q_batch_stride = stq.batch, .q_head_stride = stq.head, .q_row_stride = stq.row,
         .k_batch_stride = stk.batch, .k_head_stride = stk.head, .k_row_stride = stk.row,
-        .v_batch_stride = stk.batch, .v_head_stride = stk.head, .v_row_stride = stk.row,
+        .v_batch_stride = stv.batch, .v_head_stride = stv.head, .v_row_stride = stv.row,
+        .heads_k = c->f.heads_k, .window_left = c->f.window_left, .window_right = c->f.window_right,
+        .softcap = (float)c->f.softcap, .head_dim_v = c->f.dv,
     };
     char err[1024];
-    /* the baseline first, into O (the dtype, through Q's strides) */
-    void *dbo;
-    uint16_t *bo = malloc(nq * 2);
-    c->bo = bo;
-    ck_assert(bo);
-    CK_CUDA(cudaMalloc(&dbo, nq * 2));
-    c->dbo = dbo;
-    CK_CUDA(cudaMemset(dbo, 0xff, nq * 2)); /* NaN-poisoned: every element must be written */
-    p.o = dbo, p.o_batch_stride = stq.batch, p.o_head_stride = stq.head, p.o_row_stride = stq.row;
-    ck_assert_msg(!attn_ref_baseline(ref, &p, 0, err, sizeof err), "%s", err);
-    CK_CUDA(cudaDeviceSynchronize());
-    CK_CUDA(cudaMemcpy(bo, dbo, nq * 2, cudaMemcpyDeviceToHost));
+    if (c->baseline) {
+        /* the baseline first, into O (the dtype, through Q's strides) */
+        void *dbo;
+        uint16_t *bo = malloc(nq * 2);
+        c->bo = bo;
+        ck_assert(bo);
+        CK_CUDA(cudaMalloc(&dbo, nq * 2));
+        c->dbo = dbo;
+        CK_CUDA(cudaMemset(dbo, 0xff, nq * 2)); /* NaN-poisoned: every element must be written */
+        p.o = dbo, p.o_batch_stride = stq.batch, p.o_head_stride = stq.head, p.o_row_stride = stq.row;
+        ck_assert_msg(!attn_ref_baseline(ref, &p, 0, err, sizeof err), "%s", err);
+        CK_CUDA(cudaDeviceSynchronize());
+        CK_CUDA(cudaMemcpy(bo, dbo, nq * 2, cudaMemcpyDeviceToHost));
+    }
     ck_assert_msg(!attn_ref_forward(ref, &p, ATTN_REF_GOLDEN, dgo, dgl, 0, err, sizeof err), "%s", err);
     ck_assert_msg(!attn_ref_forward(ref, &p, ATTN_REF_LOWP, dro, NULL, 0, err, sizeof err), "%s", err);
     CK_CUDA(cudaDeviceSynchronize());
@@ -199,7 +220,7 @@ static double check_o(const struct oracle_case *c) {
         double eg = fabs(go[i] - xo[i]), er = fabs(ro[i] - xo[i]);
         if (!(eg <= gerr)) gerr = eg, gworst = i; /* NaN is taken as the worst */
         if (!(er <= rerr)) rerr = er, rworst = i;
-        size_t row = i / c->d;
+        size_t row = i / c->f.dv;
         if (isinf(xl[row])) {
             ck_assert_msg(go[i] == 0.0f && ro[i] == 0.0f,
                           "%s: row %zu sees no key but O is G=%g R=%g", c->name, row, go[i], ro[i]);
@@ -247,18 +268,32 @@ static void check_lse(const struct oracle_case *c) {
     }
 }
 
-static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
+static void check_case(int sq, int sk, int causal, int batch, int heads, attn_layout layout, features f) {
     struct oracle_case *c = &current;
-    case_init(c, sq, sk, causal, batch, heads, layout);
+    case_init(c, sq, sk, causal, batch, heads, layout, f);
     fill_inputs(c);
-    attn_oracle_forward(batch, heads, sq, sk, c->d, causal, (double)(float)c->scale, c->fq, c->fk, c->fv,
-                        c->xo, c->xl);
+    /* every sequence at full length (varying lengths: next to come) */
+    enum { MAX_BATCH = 8 };
+    int sqs[MAX_BATCH], sks[MAX_BATCH];
+    ck_assert_int_le(batch, MAX_BATCH);
+    for (int b = 0; b < batch; b++) sqs[b] = sq, sks[b] = sk;
+    attn_oracle_problem pr = {.batch = batch, .heads = heads, .heads_k = f.heads_k, .head_dim = c->d,
+                              .head_dim_v = f.dv, .causal = causal, .window_left = f.window_left,
+                              .window_right = f.window_right, .softmax_scale = (double)(float)c->scale,
+                              .softcap = (double)(float)f.softcap, .seqlen_q = sqs, .seqlen_k = sks,
+                              .max_seqlen_q = sq, .max_seqlen_k = sk};
+    attn_oracle_forward(&pr, c->fq, c->fk, c->fv, c->xo, c->xl);
     upload_inputs(c);
     run_gpu(c);
     double rbound = check_o(c);
-    check_baseline_o(c, rbound);
+    if (c->baseline) check_baseline_o(c, rbound);
     check_lse(c);
     free_case(c);
+}
+
+static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
+    features v1 = {heads, head_dim, -1, -1, 0};
+    check_case(sq, sk, causal, batch, heads, layout, v1);
 }
 
 START_TEST(full) { check_shape(shapes[_i][0], shapes[_i][1], 0, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
@@ -270,6 +305,29 @@ START_TEST(baseline_batching) {
     const int *c = baseline_cases[_i];
     check_shape(17, 17, 0, c[0], c[1], (attn_layout)c[2]);
     check_shape(130, 70, 1, c[0], c[1], (attn_layout)c[2]);
+}
+END_TEST
+
+/* each version-2 feature alone, then together, on tails with S_q != S_k (heads 4) */
+static features feature_case(int i) {
+    const features all[] = {
+        {2, 0, -1, -1, 0},  {1, 0, -1, -1, 0}, /* grouped KV heads: 2 per KV head, all to one */
+        {4, 0, 16, -1, 0},  {4, 0, -1, 5, 0},  {4, 0, 3, 5, 0}, {4, 0, 0, 0, 0}, /* windows */
+        {4, 0, -1, -1, 2},  {4, 0, -1, -1, 30},                                   /* softcap */
+        {4, -1, -1, -1, 0}, {4, -2, -1, -1, 0},                                  /* head_dim_v */
+        {2, -1, 7, 2, 5},                                                         /* together */
+    };
+    features f = all[i];
+    f.dv = f.dv == 0 ? head_dim : f.dv == -1 ? head_dim / 2 : head_dim + 64; /* narrower, wider */
+    return f;
+}
+enum { N_FEATURE_CASES = 11 };
+
+START_TEST(version2_features) {
+    features f = feature_case(_i);
+    check_case(70, 130, 0, BATCH, 4, ATTN_LAYOUT_BSHD, f);
+    check_case(130, 70, 0, BATCH, 4, ATTN_LAYOUT_BHSD, f);
+    if (f.window_right <= 0) check_case(130, 70, 1, BATCH, 4, ATTN_LAYOUT_BSHD, f); /* causal: right bound 0 */
 }
 END_TEST
 
@@ -294,6 +352,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, full, 0, N_SHAPES);
     tcase_add_loop_test(tc, causal, 0, N_SHAPES);
     tcase_add_loop_test(tc, baseline_batching, 0, N_BASELINE_CASES);
+    tcase_add_loop_test(tc, version2_features, 0, N_FEATURE_CASES);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -1,5 +1,9 @@
 /* Test fixture plugins for the loader: FIXTURE_GOOD exports one kernel that always answers
- * ATTN_UNSUPPORTED; the others are broken in one way each. */
+ * ATTN_UNSUPPORTED; FIXTURE_V1 is built against the version-1 header (tests/abi_v1 first on
+ * the include path) and exports two kernels that take head dim 64 only; the others are
+ * broken in one way each. */
+#include <stddef.h>
+
 #include "attn_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -9,17 +13,27 @@ static int unsupported_fwd(const attn_fwd_params *p, cudaStream_t s) {
     return ATTN_UNSUPPORTED;
 }
 
-#if defined(FIXTURE_BAD_NAME)
-static const attn_kernel table[] = {{"Bad-Name", unsupported_fwd}};
+#if defined(FIXTURE_V1)
+#if ATTN_ABI_VERSION != 1
+#error "FIXTURE_V1 must be built with tests/abi_v1 before kernels/ on the include path"
+#endif
+/* reads a version-1 field: OK for head dim 64, else not supported */
+static int d64_fwd(const attn_fwd_params *p, cudaStream_t s) {
+    (void)s;
+    return p && p->head_dim == 64 ? ATTN_OK : ATTN_UNSUPPORTED;
+}
+static const attn_kernel table[] = {{"fixture_v1_a", d64_fwd}, {"fixture_v1_b", unsupported_fwd}};
+#elif defined(FIXTURE_BAD_NAME)
+static const attn_kernel table[] = {{"Bad-Name", unsupported_fwd, 0, 0, NULL}};
 #else
-static const attn_kernel table[] = {{"fixture_unsupported", unsupported_fwd}};
+static const attn_kernel table[] = {{"fixture_unsupported", unsupported_fwd, 0, 0, NULL}};
 #endif
 
 #if !defined(FIXTURE_NO_SYMBOL)
 EXPORT const attn_kernel *attn_plugin_kernels(int *count, int *abi_version) {
-    *count = 1;
+    *count = (int)(sizeof table / sizeof table[0]);
 #if defined(FIXTURE_BAD_ABI)
-    *abi_version = ATTN_ABI_VERSION + 98;
+    *abi_version = 99;
 #else
     *abi_version = ATTN_ABI_VERSION;
 #endif

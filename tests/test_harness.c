@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "pairwise.h"
 
 START_TEST(f16_known_values) {
     ck_assert_uint_eq(attn_f32_to_f16(1.0f), 0x3c00);
@@ -107,6 +108,44 @@ START_TEST(ctest_gpu_assignment) {
 }
 END_TEST
 
+/* Every pair of values of every two axes appears in some row; rows are in range. */
+static void expect_covering(const int *sizes, int n_axes, int max_expected) {
+    int rows[4096 * 8];
+    int n = attn_pairwise(sizes, n_axes, rows, 4096);
+    ck_assert_int_gt(n, 0);
+    ck_assert_msg(n <= max_expected, "%d rows, expected at most %d", n, max_expected);
+    for (int r = 0; r < n; r++)
+        for (int a = 0; a < n_axes; a++) ck_assert(rows[r * n_axes + a] >= 0 && rows[r * n_axes + a] < sizes[a]);
+    for (int a = 0; a < n_axes; a++)
+        for (int b = a + 1; b < n_axes; b++)
+            for (int va = 0; va < sizes[a]; va++)
+                for (int vb = 0; vb < sizes[b]; vb++) {
+                    int found = 0;
+                    for (int r = 0; r < n && !found; r++) found = rows[r * n_axes + a] == va && rows[r * n_axes + b] == vb;
+                    ck_assert_msg(found, "pair (axis %d = %d, axis %d = %d) not covered", a, va, b, vb);
+                }
+}
+
+START_TEST(pairwise_covers_every_pair) {
+    const int three_binary[] = {2, 2, 2};
+    expect_covering(three_binary, 3, 6);
+    const int mixed[] = {2, 4, 2, 3, 4, 2, 22}; /* dtype, head dim, mask, kv, window, softcap, shape */
+    expect_covering(mixed, 7, 4 * 22 + 22);     /* at least 4 x 22 (the two largest axes) */
+    const int one_value[] = {1, 5, 1};
+    expect_covering(one_value, 3, 5);
+    int rows[8];
+    const int single[] = {3};
+    ck_assert_int_eq(attn_pairwise(single, 1, rows, 8), 3); /* one axis: each value once */
+    ck_assert_int_eq(attn_pairwise(three_binary, 3, rows, 2), -1); /* more rows than allowed */
+    int r1[64], r2[64];
+    ck_assert_int_eq(attn_pairwise(mixed, 7, r1, 9) , -1);
+    const int small[] = {2, 3, 2};
+    int n1 = attn_pairwise(small, 3, r1, 21), n2 = attn_pairwise(small, 3, r2, 21);
+    ck_assert_int_eq(n1, n2);
+    ck_assert(!memcmp(r1, r2, sizeof(int) * (size_t)n1 * 3)); /* deterministic */
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("harness");
     TCase *tc = tcase_create("host_helpers");
@@ -117,6 +156,7 @@ int main(void) {
     tcase_add_test(tc, normals_are_normal);
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, ctest_gpu_assignment);
+    tcase_add_test(tc, pairwise_covers_every_pair);
     suite_add_tcase(s, tc);
     return attn_unit_run(s);
 }

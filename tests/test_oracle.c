@@ -2,13 +2,34 @@
 #include "unit.h"
 #include <math.h>
 
-#include "reference.h"
+#include "oracle.h"
+
+enum { MAX_BATCH = 4 };
+static int all_q[MAX_BATCH], all_k[MAX_BATCH]; /* the lengths dense() points at */
+
+/* A version-1 problem: every sequence sq queries and sk keys, no GQA, window or softcap.
+ * Tests set the version-2 fields on the result. */
+static attn_oracle_problem dense(int batch, int heads, int sq, int sk, int d, int causal,
+                                 double scale) {
+    ck_assert_int_le(batch, MAX_BATCH);
+    for (int b = 0; b < batch; b++) all_q[b] = sq, all_k[b] = sk;
+    return (attn_oracle_problem){.batch = batch, .heads = heads, .heads_k = heads,
+                                 .head_dim = d, .head_dim_v = d, .causal = causal,
+                                 .window_left = -1, .window_right = -1,
+                                 .softmax_scale = scale, .softcap = 0, .seqlen_q = all_q,
+                                 .seqlen_k = all_k, .max_seqlen_q = sq, .max_seqlen_k = sk};
+}
+
+#define NEG_INF(x) (isinf(x) && (x) < 0)
+
+/* ---- version 1 ---- */
 
 START_TEST(two_keys) {
     /* scores 0 and ln 2 -> weights 1/3, 2/3; o = 3/3 + 12/3 = 5; lse = ln(1 + 2) */
     float q[1] = {1}, k[2] = {0, (float)log(2.0)}, v[2] = {3, 6};
     double o[1], lse[1];
-    attn_oracle_forward(1, 1, 1, 2, 1, 0, 1.0, q, k, v, o, lse);
+    attn_oracle_problem p = dense(1, 1, 1, 2, 1, 0, 1.0);
+    attn_oracle_forward(&p, q, k, v, o, lse);
     double w1 = exp((double)k[1]) / (1 + exp((double)k[1])); /* k[1] is ln 2 rounded to float */
     ck_assert_double_eq_tol(o[0], 3 * (1 - w1) + 6 * w1, 1e-12);
     ck_assert_double_eq_tol(o[0], 5.0, 1e-6);
@@ -21,7 +42,8 @@ START_TEST(scale_multiplies_scores) {
     /* scale 2 on scores 0 and 0.5 ln 2 is the case above */
     float q[1] = {1}, k[2] = {0, (float)(0.5 * log(2.0))}, v[2] = {3, 6};
     double o[1], lse[1];
-    attn_oracle_forward(1, 1, 1, 2, 1, 0, 2.0, q, k, v, o, lse);
+    attn_oracle_problem p = dense(1, 1, 1, 2, 1, 0, 2.0);
+    attn_oracle_forward(&p, q, k, v, o, lse);
     ck_assert_double_eq_tol(o[0], 5.0, 1e-6);
     ck_assert_double_eq_tol(lse[0], log(3.0), 1e-6);
 }
@@ -31,9 +53,10 @@ START_TEST(causal_bottom_right) {
     /* seqlen_q = 2 > seqlen_k = 1: row 0 sees no key (j <= 0 + 1 - 2 = -1), row 1 sees key 0 */
     float q[4] = {1, 2, 3, 4}, k[2] = {5, 6}, v[2] = {7, 8};
     double o[4] = {9, 9, 9, 9}, lse[2];
-    attn_oracle_forward(1, 1, 2, 1, 2, 1, 1.0, q, k, v, o, lse);
+    attn_oracle_problem p = dense(1, 1, 2, 1, 2, 1, 1.0);
+    attn_oracle_forward(&p, q, k, v, o, lse);
     ck_assert(o[0] == 0 && o[1] == 0);
-    ck_assert(isinf(lse[0]) && lse[0] < 0);
+    ck_assert(NEG_INF(lse[0]));
     ck_assert_double_eq_tol(o[2], 7, 1e-15);
     ck_assert_double_eq_tol(o[3], 8, 1e-15);
     ck_assert_double_eq_tol(lse[1], 3 * 5 + 4 * 6, 1e-12);
@@ -44,7 +67,8 @@ START_TEST(causal_square_and_wide) {
     /* seqlen_q = 2, seqlen_k = 3, d = 1, all scores 0: row 0 sees keys 0..1, row 1 sees 0..2 */
     float q[2] = {0, 0}, k[3] = {1, 1, 1}, v[3] = {1, 2, 6};
     double o[2], lse[2];
-    attn_oracle_forward(1, 1, 2, 3, 1, 1, 1.0, q, k, v, o, lse);
+    attn_oracle_problem p = dense(1, 1, 2, 3, 1, 1, 1.0);
+    attn_oracle_forward(&p, q, k, v, o, lse);
     ck_assert_double_eq_tol(o[0], 1.5, 1e-15);
     ck_assert_double_eq_tol(o[1], 3.0, 1e-15);
     ck_assert_double_eq_tol(lse[0], log(2.0), 1e-15);
@@ -56,7 +80,8 @@ START_TEST(large_scores_do_not_overflow) {
     /* scores 1000 and 1000 + ln 2: float exp would overflow without the max subtracted */
     float q[1] = {1000}, k[2] = {1, 1}, v[2] = {3, 6};
     double o[1], lse[1];
-    attn_oracle_forward(1, 1, 1, 2, 1, 0, 1.0, q, k, v, o, lse);
+    attn_oracle_problem p = dense(1, 1, 1, 2, 1, 0, 1.0);
+    attn_oracle_forward(&p, q, k, v, o, lse);
     ck_assert_double_eq_tol(o[0], 4.5, 1e-12);
     ck_assert_double_eq_tol(lse[0], 1000 + log(2.0), 1e-9);
 }
@@ -66,10 +91,312 @@ START_TEST(batch_and_heads_are_independent) {
     /* batch 2, heads 2, one key each: o = v of that (b, h) */
     float q[4] = {1, 1, 1, 1}, k[4] = {1, 2, 3, 4}, v[4] = {10, 20, 30, 40};
     double o[4], lse[4];
-    attn_oracle_forward(2, 2, 1, 1, 1, 0, 1.0, q, k, v, o, lse);
+    attn_oracle_problem p = dense(2, 2, 1, 1, 1, 0, 1.0);
+    attn_oracle_forward(&p, q, k, v, o, lse);
     for (int i = 0; i < 4; i++) {
         ck_assert_double_eq_tol(o[i], v[i], 1e-15);
         ck_assert_double_eq_tol(lse[i], k[i], 1e-15);
+    }
+}
+END_TEST
+
+START_TEST(lse_may_be_null) {
+    float q[1] = {1}, k[2] = {1, 1}, v[2] = {3, 6};
+    double o[1];
+    attn_oracle_problem p = dense(1, 1, 1, 2, 1, 0, 1.0);
+    attn_oracle_forward(&p, q, k, v, o, NULL);
+    ck_assert_double_eq_tol(o[0], 4.5, 1e-15);
+}
+END_TEST
+
+/* ---- version 2 ---- */
+
+START_TEST(gqa_heads_share_kv_by_division) {
+    /* batch 2, heads 4, heads_k 2, one key: query head h reads KV head h / 2, so o is that
+     * KV head's v and lse its score. (h % 2 would give 10, 20, 10, 20 for batch 0.) */
+    float q[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    float k[4] = {2, 3, 4, 5}, v[4] = {10, 20, 30, 40}; /* [b][kv head] */
+    double o[8], lse[8];
+    attn_oracle_problem p = dense(2, 4, 1, 1, 1, 0, 1.0);
+    p.heads_k = 2;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    const double want_o[8] = {10, 10, 20, 20, 30, 30, 40, 40};
+    const double want_lse[8] = {2, 2, 3, 3, 4, 4, 5, 5};
+    for (int i = 0; i < 8; i++) {
+        ck_assert_double_eq_tol(o[i], want_o[i], 1e-15);
+        ck_assert_double_eq_tol(lse[i], want_lse[i], 1e-15);
+    }
+}
+END_TEST
+
+START_TEST(gqa_single_kv_head) {
+    /* heads 3, heads_k 1 (multi-query): every head reads the one KV head, with its own q:
+     * scores 0 and q_h * 1 over v = {0, 1} give o = sigmoid(q_h) */
+    float q[3] = {0, 1, -2}, k[2] = {0, 1}, v[2] = {0, 1};
+    double o[3], lse[3];
+    attn_oracle_problem p = dense(1, 3, 1, 2, 1, 0, 1.0);
+    p.heads_k = 1;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    for (int h = 0; h < 3; h++) {
+        ck_assert_double_eq_tol(o[h], 1 / (1 + exp(-(double)q[h])), 1e-15);
+        ck_assert_double_eq_tol(lse[h], log(1 + exp((double)q[h])), 1e-15);
+    }
+}
+END_TEST
+
+/* All scores 0 (q = 0) over v = {1, 2, 4, 8}: o is the mean of the visible keys' v and lse
+ * the log of their count, so each row shows exactly which keys it sees. */
+static const float zero_q[4] = {0, 0, 0, 0}, ones_k[4] = {1, 1, 1, 1}, pow2_v[4] = {1, 2, 4, 8};
+
+static void check_rows(const double *o, const double *lse, const double *want_o,
+                       const int *want_count, int rows) {
+    for (int i = 0; i < rows; i++) {
+        if (want_count[i] == 0) {
+            ck_assert_msg(o[i] == 0 && NEG_INF(lse[i]), "row %d: o %g lse %g, want 0 -inf", i,
+                          o[i], lse[i]);
+        } else {
+            ck_assert_msg(fabs(o[i] - want_o[i]) < 1e-14, "row %d: o %.17g, want %.17g", i, o[i],
+                          want_o[i]);
+            ck_assert_msg(fabs(lse[i] - log(want_count[i])) < 1e-14, "row %d: lse %.17g, want ln %d",
+                          i, lse[i], want_count[i]);
+        }
+    }
+}
+
+START_TEST(window_left) {
+    /* sq = sk = 4, window_left 1: row i sees j >= i - 1 */
+    double o[4], lse[4];
+    attn_oracle_problem p = dense(1, 1, 4, 4, 1, 0, 1.0);
+    p.window_left = 1;
+    attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse);
+    const double want[4] = {15 / 4.0, 15 / 4.0, 14 / 3.0, 6};
+    const int count[4] = {4, 4, 3, 2};
+    check_rows(o, lse, want, count, 4);
+}
+END_TEST
+
+START_TEST(window_right) {
+    /* sq = sk = 4, window_right 1: row i sees j <= i + 1 */
+    double o[4], lse[4];
+    attn_oracle_problem p = dense(1, 1, 4, 4, 1, 0, 1.0);
+    p.window_right = 1;
+    attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse);
+    const double want[4] = {1.5, 7 / 3.0, 15 / 4.0, 15 / 4.0};
+    const int count[4] = {2, 3, 4, 4};
+    check_rows(o, lse, want, count, 4);
+}
+END_TEST
+
+START_TEST(window_both_sides) {
+    /* window (1, 1): row i sees i-1..i+1; window (0, 0): only the diagonal */
+    double o[4], lse[4];
+    attn_oracle_problem p = dense(1, 1, 4, 4, 1, 0, 1.0);
+    p.window_left = 1, p.window_right = 1;
+    attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse);
+    const double want[4] = {1.5, 7 / 3.0, 14 / 3.0, 6};
+    const int count[4] = {2, 3, 3, 2};
+    check_rows(o, lse, want, count, 4);
+
+    p.window_left = 0, p.window_right = 0;
+    attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse);
+    const double diag[4] = {1, 2, 4, 8};
+    const int one[4] = {1, 1, 1, 1};
+    check_rows(o, lse, diag, one, 4);
+}
+END_TEST
+
+START_TEST(window_right_empty_row) {
+    /* sq = 3 > sk = 1, not causal, window_right 1: d = j - (i - 2) <= 1 means j <= i - 1, so
+     * row 0 sees no key; rows 1 and 2 see key 0 */
+    double o[3] = {9, 9, 9}, lse[3];
+    attn_oracle_problem p = dense(1, 1, 3, 1, 1, 0, 1.0);
+    p.window_right = 1;
+    attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse);
+    const double want[3] = {0, 1, 1};
+    const int count[3] = {0, 1, 1};
+    check_rows(o, lse, want, count, 3);
+}
+END_TEST
+
+START_TEST(window_left_with_causal_bottom_right) {
+    /* sq = 2, sk = 4, causal, window_left 1: the diagonal is j = i + 2, row 0 sees keys 1..2
+     * (mean 3) and row 1 keys 2..3 (mean 6). Causal alone would give 7/3 and 15/4; top-left
+     * alignment would give 1 and 1.5. window_right 0 with causal is the same problem. */
+    double o[2], lse[2];
+    const double want[2] = {3, 6};
+    const int count[2] = {2, 2};
+    attn_oracle_problem p = dense(1, 1, 2, 4, 1, 1, 1.0);
+    p.window_left = 1;
+    attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse);
+    check_rows(o, lse, want, count, 2);
+    p.window_right = 0;
+    attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse);
+    check_rows(o, lse, want, count, 2);
+}
+END_TEST
+
+START_TEST(window_left_with_causal_empty_rows) {
+    /* sq = 4, sk = 2, causal, window_left 0: the diagonal is j = i - 2, so rows 0 and 1 see no
+     * key and rows 2 and 3 only keys 0 and 1 */
+    double o[4] = {9, 9, 9, 9}, lse[4];
+    attn_oracle_problem p = dense(1, 1, 4, 2, 1, 1, 1.0);
+    p.window_left = 0;
+    attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse);
+    const double want[4] = {0, 0, 1, 2};
+    const int count[4] = {0, 0, 1, 1};
+    check_rows(o, lse, want, count, 4);
+}
+END_TEST
+
+START_TEST(softcap_after_scale) {
+    /* scale 0.5, softcap 1: scores 0 and 0.5 * 6 = 3 become 0 and tanh 3, so over v = {0, 1}
+     * o = sigmoid(tanh 3) ~ 0.730 (uncapped: sigmoid(3) ~ 0.953; capped before the scale:
+     * sigmoid(0.5 tanh 6) ~ 0.622) */
+    float q[1] = {1}, k[2] = {0, 6}, v[2] = {0, 1};
+    double o[1], lse[1];
+    attn_oracle_problem p = dense(1, 1, 1, 2, 1, 0, 0.5);
+    p.softcap = 1;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    double t = tanh(3.0);
+    ck_assert_double_eq_tol(o[0], exp(t) / (1 + exp(t)), 1e-15);
+    ck_assert_double_eq_tol(o[0], 0.7301, 1e-4);
+    ck_assert_double_eq_tol(lse[0], log(1 + exp(t)), 1e-15);
+}
+END_TEST
+
+START_TEST(softcap_bounds_scores) {
+    /* softcap 2: score 1000 becomes 2 tanh 500 = 2, so o = sigmoid(2), lse = ln(1 + e^2) */
+    float q[1] = {1000}, k[2] = {0, 1}, v[2] = {0, 1};
+    double o[1], lse[1];
+    attn_oracle_problem p = dense(1, 1, 1, 2, 1, 0, 1.0);
+    p.softcap = 2;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    ck_assert_double_eq_tol(o[0], 1 / (1 + exp(-2.0)), 1e-15);
+    ck_assert_double_eq_tol(lse[0], log(1 + exp(2.0)), 1e-15);
+}
+END_TEST
+
+START_TEST(softcap_before_mask) {
+    /* causal, sq = sk = 2, softcap 1: row 0 still sees only key 0 (masking after the cap; a
+     * mask of -inf capped would become -1 and let key 1 in), so o = 2 and lse = 0; row 1
+     * sees scores 0 and tanh 5 */
+    float q[2] = {1, 1}, k[2] = {0, 5}, v[2] = {2, 7};
+    double o[2], lse[2];
+    attn_oracle_problem p = dense(1, 1, 2, 2, 1, 1, 1.0);
+    p.softcap = 1;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    ck_assert_double_eq_tol(o[0], 2, 1e-15);
+    ck_assert_double_eq_tol(lse[0], 0, 1e-15);
+    double t = tanh(5.0), w1 = exp(t) / (1 + exp(t));
+    ck_assert_double_eq_tol(o[1], 2 * (1 - w1) + 7 * w1, 1e-14);
+    ck_assert_double_eq_tol(lse[1], log(1 + exp(t)), 1e-15);
+
+    /* a window masks after the cap too: window (0, 0) leaves row 1 key 1 alone */
+    p.causal = 0, p.window_left = 0, p.window_right = 0;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    ck_assert_double_eq_tol(o[1], 7, 1e-15);
+    ck_assert_double_eq_tol(lse[1], t, 1e-15);
+}
+END_TEST
+
+START_TEST(head_dim_v_narrower_and_wider) {
+    /* head_dim 2, head_dim_v 3, sq 2, sk 2. Row 0: q = (1, 0), scores 0 and ln 2 -> weights
+     * 1/3, 2/3; row 1: q = 0, weights 1/2, 1/2. V rows (3, 0, 1) and (6, 3, 1). */
+    float q[4] = {1, 0, 0, 0}, k[4] = {0, 7, (float)log(2.0), 7}, v[6] = {3, 0, 1, 6, 3, 1};
+    double o[7], lse[2];
+    o[6] = 99; /* just past o: not written */
+    attn_oracle_problem p = dense(1, 1, 2, 2, 2, 0, 1.0);
+    p.head_dim_v = 3;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    const double want[6] = {5, 2, 1, 4.5, 1.5, 1};
+    for (int i = 0; i < 6; i++) ck_assert_double_eq_tol(o[i], want[i], 1e-6);
+    ck_assert(o[6] == 99);
+    ck_assert_double_eq_tol(lse[0], log(3.0), 1e-6);
+    ck_assert_double_eq_tol(lse[1], log(2.0), 1e-15);
+
+    /* head_dim 3, head_dim_v 1: q.k over all 3 columns, o one column */
+    float q3[3] = {1, 1, 1}, k3[6] = {0, 0, 0, 1, 1, -2}, v1[2] = {3, 6}; /* scores 0, 0 */
+    double o1[2] = {0, 99}, l1[1];
+    p = dense(1, 1, 1, 2, 3, 0, 1.0);
+    p.head_dim_v = 1;
+    attn_oracle_forward(&p, q3, k3, v1, o1, l1);
+    ck_assert_double_eq_tol(o1[0], 4.5, 1e-15);
+    ck_assert(o1[1] == 99);
+    ck_assert_double_eq_tol(l1[0], log(2.0), 1e-15);
+}
+END_TEST
+
+START_TEST(zero_means_off) {
+    /* heads_k 0 is heads and head_dim_v 0 is head_dim: the batch_and_heads case again */
+    float q[4] = {1, 1, 1, 1}, k[4] = {1, 2, 3, 4}, v[4] = {10, 20, 30, 40};
+    double o[4], lse[4];
+    attn_oracle_problem p = dense(2, 2, 1, 1, 1, 0, 1.0);
+    p.heads_k = 0, p.head_dim_v = 0;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_double_eq_tol(o[i], v[i], 1e-15);
+        ck_assert_double_eq_tol(lse[i], k[i], 1e-15);
+    }
+}
+END_TEST
+
+START_TEST(per_sequence_lengths) {
+    /* batch 2 padded to 3 query and 3 key rows, q = 0 (all scores 0). Sequence 0: 3 queries,
+     * 2 keys (its key row 2 is padding, v 99); sequence 1: 1 query, 3 keys. */
+    const int sq[2] = {3, 1}, sk[2] = {2, 3};
+    float q[6] = {0}, k[6] = {1, 1, 1, 1, 1, 1}, v[6] = {1, 3, 99, 2, 4, 9};
+    attn_oracle_problem p = dense(2, 1, 3, 3, 1, 1, 1.0);
+    p.seqlen_q = sq, p.seqlen_k = sk;
+
+    /* causal, aligned per sequence: sequence 0's diagonal is j = i - 1 (row 0 sees nothing,
+     * row 1 key 0, row 2 keys 0..1); sequence 1's row 0 sees keys 0..2 */
+    double o[6] = {7, 7, 7, 7, 7, 7}, lse[6] = {7, 7, 7, 7, 7, 7};
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    const double want[4] = {0, 1, 2, 5};
+    const int count[4] = {0, 1, 2, 3};
+    check_rows(o, lse, want, count, 4);
+    ck_assert(o[4] == 7 && o[5] == 7 && lse[4] == 7 && lse[5] == 7); /* past sequence 1's rows */
+
+    /* not causal: sequence 0's rows all see keys 0..1 (never the padding) */
+    p.causal = 0;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    const double want_full[4] = {2, 2, 2, 5};
+    const int count_full[4] = {2, 2, 2, 3};
+    check_rows(o, lse, want_full, count_full, 4);
+    ck_assert(o[4] == 7 && o[5] == 7 && lse[4] == 7 && lse[5] == 7);
+}
+END_TEST
+
+START_TEST(features_combined) {
+    /* batch 2, heads 2, heads_k 1, per-sequence lengths, causal + window_left 1, softcap 1,
+     * head_dim_v 2. Sequence 1 (sq 2, sk 3): head h has q = h + 1 against keys k = (0, 0, 3),
+     * so row 0 (diagonal j = 1) sees keys 0..1 (scores 0, 0) and row 1 (j = 2) keys 1..2
+     * (scores 0 and tanh(3 (h + 1))). V rows (1, 0), (3, 10), (5, 20). */
+    const int sq[2] = {1, 2}, sk[2] = {1, 3};
+    float q[8] = {0, 0, 0, 0, 1, 1, 2, 2};           /* [b][h][2 rows][d 1] */
+    float k[6] = {0, 0, 0, 0, 0, 3};                 /* [b][1][3][1] */
+    float v[12] = {0, 0, 0, 0, 0, 0, 1, 0, 3, 10, 5, 20}; /* [b][1][3][2] */
+    double o[16], lse[8];
+    for (int i = 0; i < 16; i++) o[i] = 7;
+    for (int i = 0; i < 8; i++) lse[i] = 7;
+    attn_oracle_problem p = dense(2, 2, 2, 3, 1, 1, 1.0);
+    p.heads_k = 1, p.head_dim_v = 2, p.window_left = 1, p.softcap = 1;
+    p.seqlen_q = sq, p.seqlen_k = sk;
+    attn_oracle_forward(&p, q, k, v, o, lse);
+    for (int h = 0; h < 2; h++) {
+        const double *oh = o + (size_t)(2 + h) * 2 * 2, *lh = lse + (2 + h) * 2;
+        ck_assert_double_eq_tol(oh[0], 2, 1e-15);
+        ck_assert_double_eq_tol(oh[1], 5, 1e-15);
+        ck_assert_double_eq_tol(lh[0], log(2.0), 1e-15);
+        double t = tanh(3.0 * (h + 1)), w = 1 / (1 + exp(-t));
+        ck_assert_double_eq_tol(oh[2], 3 * (1 - w) + 5 * w, 1e-14);
+        ck_assert_double_eq_tol(oh[3], 10 * (1 - w) + 20 * w, 1e-14);
+        ck_assert_double_eq_tol(lh[1], log(1 + exp(t)), 1e-15);
+    }
+    /* sequence 0 (sq 1, sk 1): one row per head, o = (0, 0) from its zero V; its row 1 untouched */
+    for (int h = 0; h < 2; h++) {
+        ck_assert(o[h * 4] == 0 && o[h * 4 + 1] == 0 && lse[h * 2] == 0);
+        ck_assert(o[h * 4 + 2] == 7 && o[h * 4 + 3] == 7 && lse[h * 2 + 1] == 7);
     }
 }
 END_TEST
@@ -83,6 +410,25 @@ int main(void) {
     tcase_add_test(tc, causal_square_and_wide);
     tcase_add_test(tc, large_scores_do_not_overflow);
     tcase_add_test(tc, batch_and_heads_are_independent);
+    tcase_add_test(tc, lse_may_be_null);
     suite_add_tcase(s, tc);
+
+    TCase *v2 = tcase_create("version_2");
+    tcase_add_test(v2, gqa_heads_share_kv_by_division);
+    tcase_add_test(v2, gqa_single_kv_head);
+    tcase_add_test(v2, window_left);
+    tcase_add_test(v2, window_right);
+    tcase_add_test(v2, window_both_sides);
+    tcase_add_test(v2, window_right_empty_row);
+    tcase_add_test(v2, window_left_with_causal_bottom_right);
+    tcase_add_test(v2, window_left_with_causal_empty_rows);
+    tcase_add_test(v2, softcap_after_scale);
+    tcase_add_test(v2, softcap_bounds_scores);
+    tcase_add_test(v2, softcap_before_mask);
+    tcase_add_test(v2, head_dim_v_narrower_and_wider);
+    tcase_add_test(v2, zero_means_off);
+    tcase_add_test(v2, per_sequence_lengths);
+    tcase_add_test(v2, features_combined);
+    suite_add_tcase(s, v2);
     return attn_unit_run(s);
 }

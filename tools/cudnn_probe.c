@@ -154,10 +154,9 @@ fail:
 static void set_params(probe_case *pc) {
     attn_fwd_params *p = &pc->p;
     const attn_strides *stq = &pc->stq, *stk = &pc->stk;
-    memset(p, 0, sizeof *p);
+    attn_params_clear(p, HEADS);
     p->dtype = pc->dt;
     p->batch = BATCH;
-    p->heads = HEADS;
     p->seqlen_q = pc->sq;
     p->seqlen_k = pc->sk;
     p->head_dim = pc->d;
@@ -342,8 +341,8 @@ static int time_positive(const char *opt, const char *s) {
  * 2 with the reason printed. */
 static int time_inputs(attn_fwd_params *p, attn_dtype dt, int d, int causal, int s, int tokens, int hidden,
                        const char *name) {
-    memset(p, 0, sizeof *p);
-    p->dtype = dt, p->batch = tokens / s > 0 ? tokens / s : 1, p->heads = hidden / d;
+    attn_params_clear(p, hidden / d);
+    p->dtype = dt, p->batch = tokens / s > 0 ? tokens / s : 1;
     p->seqlen_q = p->seqlen_k = s, p->head_dim = d, p->causal = causal;
     p->softmax_scale = (float)(1.0 / sqrt((double)d));
     size_t n = (size_t)p->batch * s * p->heads * d;

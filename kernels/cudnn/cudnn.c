@@ -203,4 +203,6 @@ static int cudnn_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     return ATTN_OK;
 }
 
-const attn_kernel attn_kernel_cudnn = {"cudnn", cudnn_fwd};
+/* caps 0: none of the version-2 features yet; dtypes 0: fp16 and bf16; head_dims NULL: any
+ * (fwd reports the head dims cuDNN refuses as not supported) */
+const attn_kernel attn_kernel_cudnn = {"cudnn", cudnn_fwd, 0, 0, NULL};

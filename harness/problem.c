@@ -1,0 +1,110 @@
+/* Problem validation (problem.h): each rule a line or a table row, the first broken one
+ * reported. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "problem.h"
+
+static int fail(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+/* cu_seqlens (name) of batch sequences: from 0, non-decreasing, none longer than max */
+static int check_cu_seqlens(const char *name, const int32_t *cu, int batch, const char *max_name,
+                            int max, char *err, size_t len) {
+    if (cu[0] != 0) return fail(err, len, "%s[0] = %d (must be 0)", name, cu[0]);
+    for (int b = 0; b < batch; b++) {
+        if (cu[b + 1] < cu[b])
+            return fail(err, len, "%s[%d] = %d < %s[%d] = %d (must not decrease)", name, b + 1,
+                        cu[b + 1], name, b, cu[b]);
+        if ((int64_t)cu[b + 1] - cu[b] > max)
+            return fail(err, len, "%s[%d] - %s[%d] = %lld > %s %d (sequence %d is longer than the maximum)",
+                        name, b + 1, name, b, (long long)cu[b + 1] - cu[b], max_name, max, b);
+    }
+    return 0;
+}
+
+int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, char *err,
+                       size_t len) {
+    static const attn_problem_host none;
+    if (!h) h = &none;
+    const int paged = p->block_table != NULL;
+    /* minima; the paged rows only with block_table */
+    const struct { const char *field; int value, min, paged_only; } ints[] = {
+        {"batch", p->batch, 1, 0},
+        {"heads", p->heads, 1, 0},
+        {"seqlen_q", p->seqlen_q, 1, 0},
+        {"seqlen_k", p->seqlen_k, 1, 0},
+        {"head_dim", p->head_dim, 1, 0},
+        {"heads_k", p->heads_k, 1, 0},
+        {"window_left", p->window_left, -1, 0},
+        {"window_right", p->window_right, -1, 0},
+        {"head_dim_v", p->head_dim_v, 0, 0},
+        {"page_size", p->page_size, 1, 1},
+        {"num_pages", p->num_pages, 1, 1},
+        {"block_table_stride", p->block_table_stride, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((paged || !ints[i].paged_only) && ints[i].value < ints[i].min)
+            return fail(err, len, "%s %d must be >= %d%s", ints[i].field, ints[i].value,
+                        ints[i].min, ints[i].paged_only ? " (block_table is set)" : "");
+    if (p->heads % p->heads_k)
+        return fail(err, len, "heads_k %d does not divide heads %d", p->heads_k, p->heads);
+    if (p->causal && p->window_right > 0)
+        return fail(err, len, "window_right %d with causal (causal means window_right 0)",
+                    p->window_right);
+    if (!isfinite(p->softcap) || p->softcap < 0)
+        return fail(err, len, "softcap %g must be finite and >= 0", (double)p->softcap);
+    if (!isfinite(p->softmax_scale))
+        return fail(err, len, "softmax_scale %g must be finite", (double)p->softmax_scale);
+    if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)
+        return fail(err, len, "dtype %d is neither ATTN_F16 nor ATTN_BF16", (int)p->dtype);
+
+    const struct { const char *field; const void *ptr; } ptrs[] = {
+        {"q", p->q}, {"k", p->k}, {"v", p->v}, {"o", p->o}};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+        if (!ptrs[i].ptr) return fail(err, len, "%s is NULL (a device pointer is required)", ptrs[i].field);
+
+    const struct { const char *field; const void *dev, *host; } arrays[] = {
+        {"cu_seqlens_q", p->cu_seqlens_q, h->cu_seqlens_q},
+        {"cu_seqlens_k", p->cu_seqlens_k, h->cu_seqlens_k},
+        {"block_table", p->block_table, h->block_table},
+        {"seqused_k", p->seqused_k, h->seqused_k},
+    };
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        if (!arrays[i].dev != !arrays[i].host)
+            return fail(err, len, "%s is %s in the problem but %s in the host copies",
+                        arrays[i].field, arrays[i].dev ? "set" : "NULL",
+                        arrays[i].host ? "set" : "NULL");
+
+    if (h->cu_seqlens_q &&
+        check_cu_seqlens("cu_seqlens_q", h->cu_seqlens_q, p->batch, "seqlen_q", p->seqlen_q, err, len))
+        return 1;
+    if (h->cu_seqlens_k &&
+        check_cu_seqlens("cu_seqlens_k", h->cu_seqlens_k, p->batch, "seqlen_k", p->seqlen_k, err, len))
+        return 1;
+
+    if (paged && (int64_t)p->block_table_stride * p->page_size < p->seqlen_k)
+        return fail(err, len, "block_table_stride %d * page_size %d < seqlen_k %d (a sequence's pages must hold its keys)",
+                    p->block_table_stride, p->page_size, p->seqlen_k);
+    for (int b = 0; b < p->batch; b++) {
+        /* sequence b's keys: its key capacity */
+        const int keys = h->cu_seqlens_k ? h->cu_seqlens_k[b + 1] - h->cu_seqlens_k[b] : p->seqlen_k;
+        const int64_t pages = paged ? ((int64_t)keys + p->page_size - 1) / p->page_size : 0;
+        for (int64_t j = 0; j < pages; j++) {
+            const int32_t page = h->block_table[(int64_t)b * p->block_table_stride + j];
+            if (page < 0 || page >= p->num_pages)
+                return fail(err, len, "block_table[%d][%lld] = %d is outside the pool (num_pages %d)",
+                            b, (long long)j, page, p->num_pages);
+        }
+        if (h->seqused_k && (h->seqused_k[b] < 0 || h->seqused_k[b] > keys))
+            return fail(err, len, "seqused_k[%d] = %d is outside [0, %d] (sequence %d's keys)", b,
+                        h->seqused_k[b], keys, b);
+    }
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* Float64 CPU oracle for attention, for small shapes: every attn_fwd_params feature
+ * (attn_abi.h) on plain host arrays. Pure C and free of CUDA, so host tests can use it. */
+#ifndef ATTN_ORACLE_H
+#define ATTN_ORACLE_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One problem. Paged K/V and packed (cu_seqlens) layouts are the caller's to unpack into the
+ * padded arrays below; seqused_k is passed as seqlen_k. */
+typedef struct {
+    int batch, heads, heads_k, head_dim, head_dim_v; /* heads_k 0 = heads; head_dim_v 0 = head_dim */
+    int causal, window_left, window_right;   /* as attn_abi.h: -1 unbounded; causal => right bound 0 */
+    double softmax_scale, softcap;            /* softcap 0 = off; else s = softcap * tanh(s / softcap)
+                                                 before masking */
+    const int *seqlen_q, *seqlen_k;           /* per sequence [batch] (host), the lengths (for
+                                                 seqused_k, pass the used length) */
+    int max_seqlen_q, max_seqlen_k;           /* row counts of the arrays below */
+} attn_oracle_problem;
+
+/* q [batch][heads][max_seqlen_q][head_dim], k [batch][heads_k][max_seqlen_k][head_dim],
+ * v [batch][heads_k][max_seqlen_k][head_dim_v] (host float, the quantized values widened);
+ * o [batch][heads][max_seqlen_q][head_dim_v], lse [batch][heads][max_seqlen_q] (may be NULL):
+ * natural-log LSE of the visible (capped) scores. Query head h reads KV head
+ * h / (heads / heads_k). A row that sees no key gets o = 0 and lse = -INFINITY.
+ * Rows i >= seqlen_q[b] of o and lse are not written. */
+void attn_oracle_forward(const attn_oracle_problem *pr, const float *q, const float *k,
+                         const float *v, double *o, double *lse);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,308 @@
+/* Which problems a kernel takes (attn_kernel_lacks, kernels/capability.c) and whether a
+ * problem is well-formed (attn_problem_check, harness/problem.c): each rule passes at its
+ * boundary and fails past it, the message naming the field. */
+#include "unit.h"
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "problem.h"
+#include "registry.h"
+
+static int dummy_fwd(const attn_fwd_params *p, cudaStream_t s) {
+    (void)p, (void)s;
+    return ATTN_OK;
+}
+
+static char buf_q, buf_k, buf_v, buf_o; /* never dereferenced: the checks look at the pointers */
+
+/* A version-1 problem: every version-2 field at its "off" value. */
+static attn_fwd_params plain(void) {
+    return (attn_fwd_params){.dtype = ATTN_F16, .batch = 2, .heads = 8, .seqlen_q = 16,
+                             .seqlen_k = 40, .head_dim = 64, .softmax_scale = 0.125f,
+                             .q = &buf_q, .k = &buf_k, .v = &buf_v, .o = &buf_o, .heads_k = 8,
+                             .window_left = -1, .window_right = -1};
+}
+
+/* ---- attn_kernel_lacks ---- */
+
+/* the reason kernel {name "x", caps, dtypes, head_dims} gives for p, or NULL */
+static char why[512];
+static const char *lacks(uint32_t caps, uint32_t dtypes, const int *dims, attn_fwd_params p) {
+    attn_kernel k = {"x", dummy_fwd, caps, dtypes, dims};
+    const char *r = attn_kernel_lacks(&k, &p, why, sizeof why);
+    ck_assert(r == NULL || r == why);
+    return r;
+}
+
+#define ck_lacks(r, expect) \
+    ck_assert_msg((r) && strstr((r), (expect)), "expected '%s' in: %s", (expect), (r) ? (r) : "(NULL)")
+
+START_TEST(lacks_v1_problem) {
+    /* a version-1 kernel (caps 0, dtypes 0, head_dims NULL) takes a version-1 problem */
+    attn_fwd_params p = plain();
+    ck_assert_ptr_null(lacks(0, 0, NULL, p));
+    p.dtype = ATTN_BF16, p.head_dim = 256, p.causal = 1, p.window_right = 0, p.head_dim_v = 256;
+    ck_assert_ptr_null(lacks(0, 0, NULL, p));
+    p.window_right = -1;
+    ck_assert_ptr_null(lacks(0, 0, NULL, p));
+}
+END_TEST
+
+START_TEST(lacks_dtype) {
+    attn_fwd_params p = plain();
+    p.dtype = ATTN_BF16;
+    ck_assert_ptr_null(lacks(0, 0, NULL, p)); /* 0 = fp16 and bf16 */
+    ck_assert_ptr_null(lacks(0, 1u << ATTN_BF16, NULL, p));
+    ck_lacks(lacks(0, 1u << ATTN_F16, NULL, p), "kernel 'x' does not take dtype bf16: not in its dtypes");
+    p.dtype = ATTN_F16;
+    ck_assert_ptr_null(lacks(0, 1u << ATTN_F16, NULL, p));
+    ck_lacks(lacks(0, 1u << ATTN_BF16, NULL, p), "dtype fp16");
+}
+END_TEST
+
+START_TEST(lacks_head_dim) {
+    static const int dims[] = {64, 128, 192, 0};
+    attn_fwd_params p = plain();
+    ck_assert_ptr_null(lacks(0, 0, dims, p));
+    p.head_dim = 96;
+    ck_lacks(lacks(0, 0, dims, p), "kernel 'x' does not take head_dim 96: its head_dims are 64, 128, 192");
+    ck_assert_ptr_null(lacks(0, 0, NULL, p)); /* NULL = any */
+    /* head_dim_v: checked when set and different */
+    p.head_dim = 192, p.head_dim_v = 128;
+    ck_assert_ptr_null(lacks(ATTN_CAP_HEAD_DIM_V, 0, dims, p));
+    p.head_dim_v = 96;
+    ck_lacks(lacks(ATTN_CAP_HEAD_DIM_V, 0, dims, p), "head_dim_v 96: its head_dims are 64, 128, 192");
+    p.head_dim = 96, p.head_dim_v = 96; /* the same: head_dim's check only */
+    ck_lacks(lacks(0, 0, dims, p), "head_dim 96:");
+}
+END_TEST
+
+/* A problem that needs capability cap (a version-1 problem after edit) is refused by a
+ * kernel without the bit, and by one with every other bit, with a reason containing expect
+ * (the need, with the field's values, and the bit's name); a kernel with only that bit
+ * takes it. */
+static void needs(uint32_t cap, const attn_fwd_params *p, const char *expect, int line) {
+    for (int other = 0; other < 2; other++) {
+        const char *r = lacks(other ? ~cap : 0, 0, NULL, *p);
+        ck_assert_msg(r && strstr(r, expect), "line %d: expected '%s' in: %s", line, expect,
+                      r ? r : "(NULL)");
+    }
+    ck_assert_msg(!lacks(cap, 0, NULL, *p), "line %d: %s", line, why);
+}
+#define NEEDS(cap, edit, expect)        \
+    do {                                \
+        attn_fwd_params p = plain();    \
+        edit;                           \
+        needs(cap, &p, expect, __LINE__); \
+    } while (0)
+
+START_TEST(lacks_caps) {
+    static const int32_t arr[4] = {0};
+    NEEDS(ATTN_CAP_GQA, p.heads_k = 2, "grouped KV heads (heads_k 2 < heads 8): ATTN_CAP_GQA not in its caps");
+    NEEDS(ATTN_CAP_WINDOW, p.window_left = 16, "a sliding window (window_left 16, window_right -1): ATTN_CAP_WINDOW");
+    NEEDS(ATTN_CAP_WINDOW, (p.causal = 1, p.window_left = 16, p.window_right = 0),
+          "(window_left 16, window_right 0, causal): ATTN_CAP_WINDOW");
+    NEEDS(ATTN_CAP_WINDOW, p.window_right = 0, "(window_left -1, window_right 0): ATTN_CAP_WINDOW");
+    NEEDS(ATTN_CAP_WINDOW, p.window_right = 4, "window_right 4): ATTN_CAP_WINDOW");
+    NEEDS(ATTN_CAP_SOFTCAP, p.softcap = 30, "a softcap (softcap 30): ATTN_CAP_SOFTCAP");
+    NEEDS(ATTN_CAP_HEAD_DIM_V, p.head_dim_v = 128, "(head_dim_v 128 != head_dim 64): ATTN_CAP_HEAD_DIM_V");
+    NEEDS(ATTN_CAP_VARLEN, p.cu_seqlens_q = arr, "variable lengths (cu_seqlens_q): ATTN_CAP_VARLEN");
+    NEEDS(ATTN_CAP_VARLEN, p.cu_seqlens_k = arr, "(cu_seqlens_k): ATTN_CAP_VARLEN");
+    NEEDS(ATTN_CAP_VARLEN, (p.cu_seqlens_q = arr, p.cu_seqlens_k = arr), "(cu_seqlens_q and cu_seqlens_k)");
+    NEEDS(ATTN_CAP_PAGED, (p.block_table = arr, p.page_size = 16),
+          "paged K/V (block_table, page_size 16): ATTN_CAP_PAGED not in its caps");
+    NEEDS(ATTN_CAP_SEQUSED_K, p.seqused_k = arr, "(seqused_k): ATTN_CAP_SEQUSED_K");
+    /* the whole line */
+    attn_fwd_params p = plain();
+    p.heads_k = 2;
+    ck_assert_str_eq(lacks(ATTN_CAP_WINDOW, 0, NULL, p),
+                     "kernel 'x' does not take grouped KV heads (heads_k 2 < heads 8): ATTN_CAP_GQA not in its caps");
+    /* none needed: causal (window_right 0 or -1), heads_k == heads, head_dim_v == head_dim */
+    p = plain();
+    p.causal = 1, p.window_right = 0, p.head_dim_v = p.head_dim;
+    ck_assert_ptr_null(lacks(0, 0, NULL, p));
+}
+END_TEST
+
+/* ---- attn_problem_check ---- */
+
+/* A problem with every version-2 array: 3 sequences, varlen Q and K, paged K/V, used
+ * lengths. p's device pointers are the host copies themselves (never dereferenced as such). */
+typedef struct {
+    attn_fwd_params p;
+    attn_problem_host h;
+    int32_t cu_q[4], cu_k[4], table[3][3], used[3];
+} problem;
+
+static void make_full(problem *x) {
+    static const problem init = {
+        .cu_q = {0, 5, 21, 30},  /* lengths 5, 16, 9: the longest is seqlen_q 16 */
+        .cu_k = {0, 40, 50, 80}, /* lengths 40, 10, 30: the longest is seqlen_k 40 */
+        .table = {{3, 0, 31}, {7, -1, 99}, {1, 2, -5}}, /* pages of 16 keys: 3, 1, 2 used */
+        .used = {40, 7, 0},
+    };
+    *x = init;
+    x->p = plain();
+    x->p.batch = 3, x->p.heads_k = 2, x->p.causal = 1, x->p.window_left = 8, x->p.window_right = 0;
+    x->p.softcap = 30, x->p.head_dim_v = 128;
+    x->p.page_size = 16, x->p.num_pages = 32, x->p.block_table_stride = 3;
+    x->h = (attn_problem_host){x->cu_q, x->cu_k, &x->table[0][0], x->used};
+    x->p.cu_seqlens_q = x->h.cu_seqlens_q, x->p.cu_seqlens_k = x->h.cu_seqlens_k;
+    x->p.block_table = x->h.block_table, x->p.seqused_k = x->h.seqused_k;
+}
+
+/* expect NULL: the problem passes; else the message contains expect */
+static void check(const problem *x, const char *expect, int line) {
+    char err[512] = "";
+    int rc = attn_problem_check(&x->p, &x->h, err, sizeof err);
+    if (!expect) {
+        ck_assert_msg(rc == 0, "line %d: expected to pass, got: %s", line, err);
+    } else {
+        ck_assert_msg(rc == 1, "line %d: expected '%s', but it passed", line, expect);
+        ck_assert_msg(strstr(err, expect), "line %d: expected '%s' in: %s", line, expect, err);
+    }
+}
+/* one edit of the full problem, then the verdict */
+#define CASE(edit, expect)          \
+    do {                            \
+        problem x;                  \
+        make_full(&x);              \
+        edit;                       \
+        check(&x, expect, __LINE__); \
+    } while (0)
+
+START_TEST(problem_valid) {
+    CASE((void)0, NULL);
+    attn_fwd_params p = plain(); /* no arrays: h may be NULL */
+    char err[256] = "";
+    ck_assert_msg(attn_problem_check(&p, NULL, err, sizeof err) == 0, "%s", err);
+}
+END_TEST
+
+/* the int field at offset off of x's problem */
+static int *field(problem *x, size_t off) { return (int *)((char *)&x->p + off); }
+
+/* the integer fields: the boundary passes, past it fails, the message naming the field */
+START_TEST(problem_ints) {
+#define F(f) #f, offsetof(attn_fwd_params, f)
+    const struct { const char *field; size_t off; int good, bad; const char *expect; } ints[] = {
+        {F(batch), 1, 0, "batch 0 must be >= 1"},
+        {F(heads), 2, 0, "heads 0 must be >= 1"},
+        {F(seqlen_q), 16, 0, "seqlen_q 0 must be >= 1"},
+        {F(seqlen_k), 40, 0, "seqlen_k 0 must be >= 1"},
+        {F(head_dim), 1, 0, "head_dim 0 must be >= 1"},
+        {F(heads_k), 8, 0, "heads_k 0 must be >= 1"},
+        {F(heads_k), 1, 3, "heads_k 3 does not divide heads 8"},
+        {F(window_left), -1, -2, "window_left -2 must be >= -1"},
+        {F(window_left), 0, -2, "window_left -2"},
+        {F(window_right), -1, -2, "window_right -2 must be >= -1"},
+        {F(window_right), 0, 4, "window_right 4 with causal (causal means window_right 0)"},
+        {F(head_dim_v), 0, -1, "head_dim_v -1 must be >= 0"},
+        {F(dtype), ATTN_BF16, 7, "dtype 7"},
+        {F(page_size), 20, 0, "page_size 0 must be >= 1 (block_table is set)"},
+        {F(num_pages), 32, 0, "num_pages 0 must be >= 1"},
+        {F(block_table_stride), 3, 0, "block_table_stride 0 must be >= 1"},
+        {F(block_table_stride), 3, 2, "block_table_stride 2 * page_size 16 < seqlen_k 40"},
+        {F(page_size), 20, 13, "block_table_stride 3 * page_size 13 < seqlen_k 40"},
+        {F(num_pages), 32, 31, "block_table[0][2] = 31 is outside the pool (num_pages 31)"},
+    };
+#undef F
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        CASE(*field(&x, ints[i].off) = ints[i].good, NULL);
+        CASE(*field(&x, ints[i].off) = ints[i].bad, ints[i].expect);
+    }
+    /* a window_right > 0 is fine without causal; paged fields unused without block_table */
+    CASE((x.p.causal = 0, x.p.window_right = 4), NULL);
+    CASE((x.p.block_table = NULL, x.h.block_table = NULL, x.p.page_size = 0, x.p.num_pages = 0,
+          x.p.block_table_stride = 0), NULL);
+}
+END_TEST
+
+START_TEST(problem_floats) {
+    CASE(x.p.softcap = 0, NULL);
+    CASE(x.p.softcap = -1, "softcap -1 must be finite and >= 0");
+    CASE(x.p.softcap = NAN, "softcap nan");
+    CASE(x.p.softcap = INFINITY, "softcap inf");
+    CASE(x.p.softmax_scale = -0.5f, NULL);
+    CASE(x.p.softmax_scale = INFINITY, "softmax_scale inf must be finite");
+    CASE(x.p.softmax_scale = NAN, "softmax_scale nan must be finite");
+}
+END_TEST
+
+START_TEST(problem_pointers) {
+    CASE(x.p.q = NULL, "q is NULL");
+    CASE(x.p.k = NULL, "k is NULL");
+    CASE(x.p.v = NULL, "v is NULL");
+    CASE(x.p.o = NULL, "o is NULL");
+    /* each array in the problem iff in the host copies */
+    CASE(x.h.cu_seqlens_q = NULL, "cu_seqlens_q is set in the problem but NULL in the host copies");
+    CASE(x.p.cu_seqlens_k = NULL, "cu_seqlens_k is NULL in the problem but set in the host copies");
+    CASE(x.h.block_table = NULL, "block_table is set in the problem but NULL");
+    CASE(x.p.seqused_k = NULL, "seqused_k is NULL in the problem but set");
+    CASE((x.p.cu_seqlens_q = NULL, x.h.cu_seqlens_q = NULL), NULL);
+    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL), NULL);
+    char err[256];
+    problem x;
+    make_full(&x);
+    ck_assert_int_eq(attn_problem_check(&x.p, NULL, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "cu_seqlens_q is set in the problem but NULL in the host copies"), "%s", err);
+}
+END_TEST
+
+START_TEST(problem_cu_seqlens) {
+    CASE(x.cu_q[0] = 1, "cu_seqlens_q[0] = 1 (must be 0)");
+    CASE((x.cu_q[2] = 12, x.cu_q[3] = 10), "cu_seqlens_q[3] = 10 < cu_seqlens_q[2] = 12 (must not decrease)");
+    CASE((x.cu_q[2] = 5, x.cu_q[3] = 14), NULL); /* an empty sequence */
+    CASE(x.cu_q[2] = 22, "cu_seqlens_q[2] - cu_seqlens_q[1] = 17 > seqlen_q 16");
+    CASE(x.cu_k[0] = -1, "cu_seqlens_k[0] = -1 (must be 0)");
+    CASE(x.cu_k[2] = 39, "cu_seqlens_k[2] = 39 < cu_seqlens_k[1] = 40 (must not decrease)");
+    CASE(x.cu_k[1] = 41, "cu_seqlens_k[1] - cu_seqlens_k[0] = 41 > seqlen_k 40");
+    CASE(x.p.seqlen_q = 15, "= 16 > seqlen_q 15");
+}
+END_TEST
+
+START_TEST(problem_paged) {
+    /* only each sequence's first ceil(len / page_size) entries are read */
+    CASE(x.table[0][2] = 32, "block_table[0][2] = 32 is outside the pool (num_pages 32)");
+    CASE(x.table[1][0] = -1, "block_table[1][0] = -1 is outside the pool (num_pages 32)");
+    CASE(x.table[2][1] = 40, "block_table[2][1] = 40 is outside the pool");
+    CASE(x.table[1][1] = 40, NULL);   /* sequence 1 has 10 keys: one page */
+    CASE(x.cu_k[2] = 57, "block_table[1][1] = -1"); /* 17 keys: two pages */
+    /* without cu_seqlens_k every sequence has seqlen_k keys */
+    CASE((x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL), "block_table[1][1] = -1");
+}
+END_TEST
+
+START_TEST(problem_seqused_k) {
+    CASE(x.used[0] = 40, NULL);
+    CASE(x.used[1] = 10, NULL);
+    CASE(x.used[1] = 11, "seqused_k[1] = 11 is outside [0, 10]");
+    CASE(x.used[2] = -1, "seqused_k[2] = -1 is outside [0, 30]");
+    CASE((x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL, x.p.block_table = NULL,
+          x.h.block_table = NULL, x.used[2] = 40), NULL);
+    CASE((x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL, x.p.block_table = NULL,
+          x.h.block_table = NULL, x.used[2] = 41), "seqused_k[2] = 41 is outside [0, 40]");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("problem");
+    TCase *tc = tcase_create("capability");
+    tcase_add_test(tc, lacks_v1_problem);
+    tcase_add_test(tc, lacks_dtype);
+    tcase_add_test(tc, lacks_head_dim);
+    tcase_add_test(tc, lacks_caps);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("check");
+    tcase_add_test(tc, problem_valid);
+    tcase_add_test(tc, problem_ints);
+    tcase_add_test(tc, problem_floats);
+    tcase_add_test(tc, problem_pointers);
+    tcase_add_test(tc, problem_cu_seqlens);
+    tcase_add_test(tc, problem_paged);
+    tcase_add_test(tc, problem_seqused_k);
+    suite_add_tcase(s, tc);
+    return attn_unit_run(s);
+}
