@@ -1,9 +1,9 @@
 /* "simple": the harness's built-in correctness floor, not a fast kernel.
  *
  * One warp computes one (batch, head, query row) with a plain online softmax in float32,
- * one key at a time. It exists so that the harness, its reference and its tests always
- * have a kernel that is obviously right: when "simple" disagrees with the reference,
- * suspect the reference or the harness first. See NOTES.md. */
+ * one key at a time. It takes all of ABI version 2 (every ATTN_CAP_*, fp16 and bf16, head
+ * dims up to 256) and is written to be checked line by line against attn_abi.h: when "simple"
+ * disagrees with the reference, suspect the reference or the harness first. See NOTES.md. */
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -34,90 +34,168 @@ __device__ __forceinline__ float warp_sum(float x) {
     return x;
 }
 
-/* Lane `lane` owns head-dim elements lane, lane + 32, ... (E = D / 32 of them), so each
- * load instruction of the warp reads 32 consecutive elements. */
-template <typename T, int D>
+/* Offset (in elements) of row r of head h of sequence b in a q/k/v/o tensor: packed rows
+ * cu[b] + r when cu_seqlens is given (the batch stride unused), else the dense strides. */
+__device__ __forceinline__ int64_t row_offset(const int32_t *cu, int b, int h, int64_t r,
+                                              int64_t batch_stride, int64_t head_stride,
+                                              int64_t row_stride) {
+    if (cu != nullptr) return ((int64_t)cu[b] + r) * row_stride + h * head_stride;
+    return b * batch_stride + h * head_stride + r * row_stride;
+}
+
+/* Offset of key/value row j from its head's first row: through the sequence's block table
+ * row `pages` when paged (the batch stride is then the page stride), else j rows on. */
+__device__ __forceinline__ int64_t kv_row(const int32_t *pages, int page_size, int64_t j,
+                                          int64_t page_stride, int64_t row_stride) {
+    if (pages != nullptr) /* j < 2^31: 32-bit division */
+        return pages[(int)j / page_size] * page_stride + (int64_t)((int)j % page_size) * row_stride;
+    return j * row_stride;
+}
+
+/* One warp per query row: row = (b * heads + h) * seqlen_q + i over the padded
+ * [batch][heads][seqlen_q]. p.heads_k and p.head_dim_v are resolved (never 0). Lane t owns
+ * columns c = e * 32 + t (e < E) of q and of the float32 output accumulator, in registers,
+ * so each load instruction of the warp reads 32 consecutive elements. Columns past D (q, k)
+ * or Dv (v, o) are skipped. Plain (D == Dv == 32 E, no pages, no softcap: version 1's
+ * problems with any mask, GQA or lengths) only removes what is then dead (the guards, page
+ * lookups and softcap), so that those run version 1's loop at its register count. */
+template <typename T, int E, bool Plain>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 simple_fwd_kernel(const attn_fwd_params p) {
-    constexpr int E = D / 32;
+    const int D = p.head_dim, Dv = p.head_dim_v;
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-    const int64_t n_rows = (int64_t)p.batch * p.heads * p.seqlen_q;
-    if (row >= n_rows) return; /* whole warp leaves together */
+    if (row >= (int64_t)p.batch * p.heads * p.seqlen_q) return; /* whole warp leaves together */
+    const int i = (int)(row % p.seqlen_q);
+    const int h = (int)(row / p.seqlen_q % p.heads);
+    const int b = (int)(row / p.seqlen_q / p.heads);
+    const int kh = h / (p.heads / p.heads_k); /* KV head */
 
-    const int i = (int)(row % p.seqlen_q); /* query row */
-    const int64_t bh = row / p.seqlen_q;
-    const int h = (int)(bh % p.heads);
-    const int b = (int)(bh / p.heads);
+    /* This sequence's lengths: seqlen_q/seqlen_k are the maxima under varlen. */
+    const int sq = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] : p.seqlen_q;
+    if (i >= sq) return; /* padding row of a shorter sequence: not written */
+    int sk = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
+    if (p.seqused_k) sk = min(sk, max(p.seqused_k[b], 0)); /* only the filled keys */
 
-    const T *q = (const T *)p.q + b * p.q_batch_stride + h * p.q_head_stride + i * p.q_row_stride;
-    const T *k = (const T *)p.k + b * p.k_batch_stride + h * p.k_head_stride;
-    const T *v = (const T *)p.v + b * p.v_batch_stride + h * p.v_head_stride;
-    T *o = (T *)p.o + b * p.o_batch_stride + h * p.o_head_stride + i * p.o_row_stride;
+    /* Visible keys lo..hi: -window_left <= j - (i + sk - sq) <= window_right, 0 <= j < sk;
+     * causal is window_right = 0; a negative bound is unbounded. 64-bit so that huge
+     * windows cannot overflow. */
+    const int64_t diag = (int64_t)i + sk - sq; /* the key aligned with query i */
+    const int right = p.causal ? 0 : p.window_right;
+    int64_t lo = p.window_left >= 0 ? diag - p.window_left : 0;
+    int64_t hi = right >= 0 ? diag + right : (int64_t)sk - 1;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > sk - 1 ? sk - 1 : hi; /* hi < lo: no visible key */
 
-    /* Visible keys are 0 .. n_keys-1. Causal, bottom-right aligned:
-     * key j is visible iff j <= i + seqlen_k - seqlen_q. */
-    int64_t n_keys = p.seqlen_k;
-    if (p.causal) {
-        const int64_t last = (int64_t)i + p.seqlen_k - p.seqlen_q; /* may be negative */
-        n_keys = last + 1 < n_keys ? last + 1 : n_keys;
-        if (n_keys < 0) n_keys = 0;
-    }
+    const T *q = (const T *)p.q + row_offset(p.cu_seqlens_q, b, h, i, p.q_batch_stride,
+                                             p.q_head_stride, p.q_row_stride);
+    T *o = (T *)p.o + row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride,
+                                 p.o_row_stride);
+    /* K and V rows of KV head kh start at this sequence's row 0, or at the pool (paged). */
+    const int32_t *pages = !Plain && p.block_table
+        ? p.block_table + (int64_t)b * p.block_table_stride : nullptr; /* this sequence's row */
+    const T *k = (const T *)p.k + (pages ? kh * p.k_head_stride
+                                         : row_offset(p.cu_seqlens_k, b, kh, 0, p.k_batch_stride,
+                                                      p.k_head_stride, p.k_row_stride));
+    const T *v = (const T *)p.v + (pages ? kh * p.v_head_stride
+                                         : row_offset(p.cu_seqlens_k, b, kh, 0, p.v_batch_stride,
+                                                      p.v_head_stride, p.v_row_stride));
 
     float qf[E], acc[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-        qf[e] = to_float(q[e * 32 + lane]);
+        qf[e] = Plain || e * 32 + lane < D ? to_float(q[e * 32 + lane]) : 0.f;
         acc[e] = 0.f;
     }
 
     /* Online softmax: m = max score so far, l = sum exp(s - m), acc = sum exp(s - m) * v. */
     float m = -INFINITY, l = 0.f;
-    for (int64_t j = 0; j < n_keys; ++j) {
-        const T *kj = k + j * p.k_row_stride;
-        const T *vj = v + j * p.v_row_stride;
+    for (int64_t j = lo; j <= hi; ++j) {
+        const T *kj = k + kv_row(pages, p.page_size, j, p.k_batch_stride, p.k_row_stride);
+        const T *vj = v + kv_row(pages, p.page_size, j, p.v_batch_stride, p.v_row_stride);
         float s = 0.f;
 #pragma unroll
-        for (int e = 0; e < E; ++e) s += qf[e] * to_float(kj[e * 32 + lane]);
+        for (int e = 0; e < E; ++e)
+            if (Plain || e * 32 + lane < D) s += qf[e] * to_float(kj[e * 32 + lane]);
         s = warp_sum(s) * p.softmax_scale;
+        if (!Plain && p.softcap > 0.f) s = p.softcap * tanhf(s / p.softcap); /* before the mask */
 
         const float m_new = fmaxf(m, s);
         const float corr = expf(m - m_new); /* 0 on the first key (m = -inf) */
         const float pj = expf(s - m_new);
         l = l * corr + pj;
 #pragma unroll
-        for (int e = 0; e < E; ++e) acc[e] = acc[e] * corr + pj * to_float(vj[e * 32 + lane]);
+        for (int e = 0; e < E; ++e)
+            if (Plain || e * 32 + lane < Dv)
+                acc[e] = acc[e] * corr + pj * to_float(vj[e * 32 + lane]);
         m = m_new;
     }
 
     /* A row that sees no key writes O = 0 and LSE = -inf. */
+    const bool any = hi >= lo;
 #pragma unroll
-    for (int e = 0; e < E; ++e) o[e * 32 + lane] = from_float<T>(n_keys > 0 ? acc[e] / l : 0.f);
-    if (p.lse != nullptr && lane == 0) p.lse[row] = n_keys > 0 ? m + logf(l) : -INFINITY;
+    for (int e = 0; e < E; ++e)
+        if (Plain || e * 32 + lane < Dv) o[e * 32 + lane] = from_float<T>(any ? acc[e] / l : 0.f);
+    if (p.lse != nullptr && lane == 0) {
+        /* [batch][heads][seqlen_q], or [heads][total_q] indexed by token when packed */
+        const int64_t at = p.cu_seqlens_q
+            ? (int64_t)h * p.cu_seqlens_q[p.batch] + p.cu_seqlens_q[b] + i
+            : row;
+        p.lse[at] = any ? m + logf(l) : -INFINITY;
+    }
 }
 
-template <typename T, int D>
+template <typename T, int E, bool Plain>
 int launch(const attn_fwd_params *p, cudaStream_t stream) {
+    /* grid x only (y and z stop at 65535); 2^31 - 1 blocks are 8.6e9 rows, beyond memory */
     const int64_t n_rows = (int64_t)p->batch * p->heads * p->seqlen_q;
     const int64_t n_blocks = (n_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    if (n_blocks > 0x7fffffff) return kErr;
-    simple_fwd_kernel<T, D><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
+    if (n_blocks == 0) return ATTN_OK;
+    if (n_blocks > 0x7fffffff) return ATTN_UNSUPPORTED;
+    simple_fwd_kernel<T, E, Plain><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
-int simple_fwd(const attn_fwd_params *p, cudaStream_t stream) {
-    if (p == nullptr) return kErr;
-    if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
-    if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
-    if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
-    if (!p->q || !p->k || !p->v || !p->o) return kErr;
+/* E = ceil(max(D, Dv) / 32) rounded up to a power of two (the guards make that harmless). */
+template <typename T>
+int launch_for_dims(const attn_fwd_params *p, cudaStream_t stream) {
+    const int D = p->head_dim, Dv = p->head_dim_v;
+    const bool plain = D == Dv && !p->block_table && !(p->softcap > 0.f);
+    if (plain && D == 64) return launch<T, 2, true>(p, stream);
+    if (plain && D == 128) return launch<T, 4, true>(p, stream);
+    const int chunks = ((D > Dv ? D : Dv) + 31) / 32;
+    return chunks <= 1 ? launch<T, 1, false>(p, stream)
+         : chunks <= 2 ? launch<T, 2, false>(p, stream)
+         : chunks <= 4 ? launch<T, 4, false>(p, stream)
+                       : launch<T, 8, false>(p, stream);
+}
 
-    const bool bf16 = p->dtype == ATTN_BF16;
-    if (p->head_dim == 64)
-        return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
-    return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
+int simple_fwd(const attn_fwd_params *in, cudaStream_t stream) {
+    if (in == nullptr) return kErr;
+    attn_fwd_params p = *in;
+    if (p.dtype != ATTN_F16 && p.dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
+    /* The "off" values of attn_abi.h made explicit; heads_k 0 is taken as off too. */
+    if (p.heads_k == 0) p.heads_k = p.heads;
+    if (p.head_dim_v == 0) p.head_dim_v = p.head_dim;
+    if (p.batch < 1 || p.heads < 1 || p.seqlen_q < 0 || p.seqlen_k < 0 || p.head_dim < 1 ||
+        p.head_dim_v < 1 || p.heads_k < 1 || p.heads % p.heads_k != 0)
+        return kErr;
+    if (!p.q || !p.k || !p.v || !p.o) return kErr;
+    if (p.block_table != nullptr && p.page_size < 1) return kErr;
+    /* Any head dims up to 256 (FlashAttention's and the reference's limit): q and the
+     * accumulator stay in registers, 8 per lane at most. Larger: not supported. */
+    if (p.head_dim > 256 || p.head_dim_v > 256) return ATTN_UNSUPPORTED;
+
+    return p.dtype == ATTN_BF16 ? launch_for_dims<__nv_bfloat16>(&p, stream)
+                                : launch_for_dims<__half>(&p, stream);
 }
 
 } // namespace
 
-extern "C" const attn_kernel attn_kernel_simple = { "simple", simple_fwd };
+extern "C" const attn_kernel attn_kernel_simple = {
+    "simple", simple_fwd,
+    ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN |
+        ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K,
+    0,       /* fp16 and bf16 */
+    nullptr, /* any head dim up to 256 (larger: ATTN_UNSUPPORTED, see simple_fwd) */
+};
