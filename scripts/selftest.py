@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """The harness tests itself: every broken kernel of the fixture plugin must be rejected by
 at least one correctness check somewhere in the selftest matrix, and every correct kernel
-(the built-ins and the plugin's control, broken_none) must pass all of it.
+(the built-ins and the plugin's controls, broken_none and broken_v2_none) must pass all of it.
 
     scripts/selftest.py --correctness BIN --lister BIN --plugin LIB --builtins a,b
-        --shapes shapes/selftest.txt --tolerance FILE [--out DIR] [--jobs 8]
+        --shapes shapes/selftest.txt [--features shapes/features.txt] --tolerance FILE
+        [--out DIR] [--jobs 8]
 
-Prints the kill matrix (broken kernel x check: in how many shapes that check failed) and
+The matrix: shapes/selftest.txt, one attn_correctness process per (dtype, head dim, mask),
+and with --features the version-2 features matrix (shapes/features.txt), one process per
+kernel running the rows of its pairwise covering array with the correctness checks, as the
+features/<kernel> tests do. A kernel without a feature reports those cases not supported,
+without a launch.
+
+Prints the kill matrix (kernel x check: in how many cases that check failed) and
 writes it to DIR/selftest-kill-matrix.{json,md}. Exit 0 when every broken kernel is caught
 and every correct kernel is clean, 1 otherwise, 77 without a GPU.
 """
@@ -21,8 +28,9 @@ import sys
 # the correctness checks, then the kernel contract's (stream_order, graph_capture and
 # interleaved catch the broken kernels whose numbers are right: own stream, host sync,
 # allocation in fwd, a shape cached across calls)
-CHECKS = ["accuracy", "large_inputs", "unwritten", "guard_bands", "determinism", "scale", "layouts", "lse",
-          "stream_order", "graph_capture", "interleaved"]
+CORRECTNESS_CHECKS = ["accuracy", "large_inputs", "unwritten", "guard_bands", "determinism", "scale", "layouts",
+                      "lse"]
+CHECKS = CORRECTNESS_CHECKS + ["stream_order", "graph_capture", "interleaved"]
 # a timeout fixture, a speed fixture, a resources fixture, a race only racecheck sees
 # (sanitize/racecheck), a benchmark cheat (the benchmark's invalid-measurement verdict)
 NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big", "broken_race",
@@ -30,12 +38,17 @@ NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big",
 # correctness bugs that only problems far larger than this matrix's show (batch x heads over
 # 65535, a tensor over 2^31 elements): the correctness suite's large rows catch them
 NEEDS_LARGE_ROWS = {"broken_grid_y", "broken_int32_offsets"}
-CONTROLS = {"broken_none"}
+CONTROLS = {"broken_none", "broken_v2_none"}
+
+# a shapes file's keys that list values (batch and heads take one); the version-2 axes as
+# attn_correctness takes them
+LIST_KEYS = ("dtype", "head_dim", "mask", "seqlen", "heads_k", "window", "softcap")
+V2_OPTIONS = {"heads_k": "--heads-k", "window": "--window", "softcap": "--softcap"}
 
 
-def read_shapes(path):
-    """The matrix as groups (dtype, head_dim, mask, shapes "QxK,...", batch, heads): one
-    attn_correctness process each, its cases the shapes."""
+def read_matrix(path):
+    """A shapes file (correctness.txt's format, head dims D or DxDV) as its axes {key: [values]}
+    and its shapes ["QxK", ...]: each seqlen S as SxS, then the shape lines."""
     axes, shapes = {}, []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -44,13 +57,38 @@ def read_shapes(path):
                 continue
             if w[0] == "shape":
                 shapes.append(f"{w[1]}x{w[2]}")
-            elif w[0] in ("dtype", "head_dim", "mask", "batch", "heads", "seqlen"):
+            elif w[0] in LIST_KEYS + ("batch", "heads"):
                 axes[w[0]] = w[1:]
             else:
                 sys.exit(f"{path}:{n}: unexpected '{w[0]}'")
-    shapes = [f"{s}x{s}" for s in axes.get("seqlen", [])] + shapes
-    return [(dt, d, m, ",".join(shapes), axes["batch"][0], axes["heads"][0])
+    return axes, [f"{s}x{s}" for s in axes.get("seqlen", [])] + shapes
+
+
+def common_args(axes, shapes):
+    """The version-2 axes the file gives, its shapes, batch and heads, as attn_correctness options."""
+    args = []
+    for key, opt in V2_OPTIONS.items():
+        if key in axes:
+            args += [opt, ",".join(axes[key])]
+    return args + ["--shapes", ",".join(shapes), "--batch", axes["batch"][0], "--heads", axes["heads"][0]]
+
+
+def read_shapes(path):
+    """The selftest matrix as groups (name, case prefix, checks, arguments): one
+    attn_correctness process per (dtype, head dim, mask), its cases the shapes."""
+    axes, shapes = read_matrix(path)
+    rest = common_args(axes, shapes)
+    return [(f"{dt}/d{d}/{m}", "", CHECKS, ["--dtype", dt, "--head-dim", d, "--mask", m] + rest)
             for dt in axes["dtype"] for d in axes["head_dim"] for m in axes["mask"]]
+
+
+def read_features(path):
+    """The features matrix as one group: the rows of the pairwise covering array of every
+    axis (--pairwise), with the correctness checks, as the features/<kernel> tests run it."""
+    axes, shapes = read_matrix(path)
+    return ("features", "features/", CORRECTNESS_CHECKS,
+            ["--pairwise", "--dtype", ",".join(axes["dtype"]), "--head-dim", ",".join(axes["head_dim"]),
+             "--mask", ",".join(axes["mask"])] + common_args(axes, shapes))
 
 
 CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)(?: (\S+))?", re.M)
@@ -58,11 +96,10 @@ CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RU
 
 def run_group(a, kernel, plugin, group):
     """One group's cases: [(case name, failed checks)] and the process's output."""
-    dt, d, m, shapes, batch, heads = group
-    name = f"selftest/{kernel}/{dt}/d{d}/{m}"
-    cmd = [a.correctness, "--name", name, "--kernel", kernel, "--dtype", dt, "--head-dim", d, "--mask", m,
-           "--shapes", shapes, "--batch", batch, "--heads", heads,
-           "--tolerance", a.tolerance, "--checks", ",".join(CHECKS)] + (["--plugin", plugin] if plugin else [])
+    what, prefix, checks, args = group
+    name = f"selftest/{kernel}/{what}"
+    cmd = [a.correctness, "--name", name, "--kernel", kernel] + args + [
+           "--tolerance", a.tolerance, "--checks", ",".join(checks)] + (["--plugin", plugin] if plugin else [])
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout,
                            env=dict(os.environ, CK_FORK="no"))
@@ -70,13 +107,14 @@ def run_group(a, kernel, plugin, group):
     except subprocess.TimeoutExpired:
         out, rc = "timed out", -1
     cases = []
-    for label, verdict, what in CASE_LINE.findall(out):
+    for label, verdict, failed_what in CASE_LINE.findall(out):
         failed = []
         if verdict == "FAILED":
-            failed = [c for c in what.split(",") if c in CHECKS] or ["crash_or_timeout"]
+            failed = [c for c in failed_what.split(",") if c in CHECKS] or ["crash_or_timeout"]
         elif verdict == "NOT_RUN":
             failed = ["crash_or_timeout"]
-        cases.append((f"{name}/{label.split('/')[-1]}", failed))
+        # selftest/<kernel>/<dtype>/d<D>/<mask>/<shape>, or selftest/<kernel>/features/<label>
+        cases.append((f"selftest/{kernel}/{prefix}{label}", failed))
     if rc not in (0, 77) and not any(f for _, f in cases):
         cases.append((name, ["crash_or_timeout"]))
     return cases, rc, out
@@ -86,12 +124,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     for opt in ("--correctness", "--lister", "--plugin", "--shapes", "--tolerance"):
         ap.add_argument(opt, required=True)
+    ap.add_argument("--features", help="the version-2 features matrix (shapes/features.txt), run pairwise")
     ap.add_argument("--builtins", default="")
     ap.add_argument("--out", default=".")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per group of cases")
     a = ap.parse_args()
-    groups = read_shapes(a.shapes)
+    groups = read_shapes(a.shapes) + ([read_features(a.features)] if a.features else [])
     listed = subprocess.run([a.lister, a.plugin], capture_output=True, text=True)
     if listed.returncode:
         sys.exit(f"selftest: {listed.stderr.strip()}")

@@ -10,7 +10,12 @@
  * online softmax), templated on `int BUG`. To add a bug class: one enum value below, one
  * `if constexpr (BUG == ...)` hook where the bug lives, one line in `table`, and one row
  * in README.md. A bug that lives in the host code (in `broken_fwd`) launches the control's
- * GPU kernel (`kernel_bug`), so it adds no kernel instantiations to the build. */
+ * GPU kernel (`kernel_bug`), so it adds no kernel instantiations to the build.
+ *
+ * The bugs of version 2's features (grouped KV heads, windows, softcap, head_dim_v) live in
+ * broken_v2.cu, a copy of simple's version-2 algorithm; built against the version-2 header,
+ * the plugin lists its kernels after these. This file also builds against the version-1
+ * header (attn_broken_v1: a plugin written before version 2), then without them. */
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -18,6 +23,10 @@
 #include <string.h>
 
 #include "attn_abi.h"
+
+#if ATTN_ABI_VERSION >= 2
+extern "C" const attn_kernel *broken_v2_kernels(int *count); /* broken_v2.cu */
+#endif
 
 namespace {
 
@@ -393,11 +402,36 @@ const attn_kernel table[] = {
     { "broken_timing_cheat", broken_fwd<BUG_TIMING_CHEAT> },
 };
 
+#if ATTN_ABI_VERSION >= 2
+/* The plugin's table: `table`, then broken_v2.cu's kernels (room for 16 of them; more leave
+ * it empty, and the loader refuses the plugin, saying so). */
+struct combined_table {
+    attn_kernel k[sizeof table / sizeof table[0] + 16];
+    int n;
+};
+
+combined_table combine() {
+    combined_table c = {};
+    int n2 = 0;
+    const attn_kernel *v2 = broken_v2_kernels(&n2);
+    if (n2 < 0 || n2 > 16) return c;
+    for (const attn_kernel &e : table) c.k[c.n++] = e;
+    for (int i = 0; i < n2; i++) c.k[c.n++] = v2[i];
+    return c;
+}
+#endif
+
 } // namespace
 
 extern "C" __attribute__((visibility("default")))
 const attn_kernel *attn_plugin_kernels(int *count, int *abi_version) {
-    *count = (int)(sizeof table / sizeof table[0]);
     *abi_version = ATTN_ABI_VERSION;
+#if ATTN_ABI_VERSION >= 2
+    static const combined_table all = combine(); /* built once, on the first call */
+    *count = all.n;
+    return all.k;
+#else
+    *count = (int)(sizeof table / sizeof table[0]);
     return table;
+#endif
 }

@@ -1,0 +1,222 @@
+/* libattn_broken, version 2: deliberately broken kernels of version 2's features (grouped KV
+ * heads, windows, softcap, head_dim_v). Each kernel is one known bug in an otherwise correct
+ * kernel; "broken_v2_none" is the same template with no bug, a control that must pass
+ * everything (so a failure of the others comes from their bug, not from this copy).
+ *
+ * The algorithm is a private copy of kernels/simple's version 2 (one warp per query row,
+ * float32 online softmax, every ATTN_CAP_*), without simple's Plain instances (they only
+ * drop guards that are then always true), templated on `int BUG`. Every kernel claims all
+ * of version 2's capabilities, as simple does, so that the harness gives it version-2
+ * problems. Built into the attn_broken plugin only (attn_broken_v1 builds broken.cu alone,
+ * against the version-1 header); broken.cu appends broken_v2_kernels()'s table to its own.
+ * To add a bug class: one enum value, one `if constexpr (BUG == ...)` hook, one line in
+ * `table`, and one row in README.md. */
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attn_abi.h"
+
+namespace {
+
+enum {
+    BUG_NONE = 0,              /* control: correct */
+    BUG_GQA_MOD,               /* KV head h % heads_k instead of h / (heads / heads_k) */
+    BUG_WINDOW_OFF_BY_ONE,     /* the left window bound lets one key too many through */
+    BUG_WINDOW_TOP_LEFT,       /* a window's diagonal top-left aligned: ignores sk - sq */
+    BUG_SOFTCAP_AFTER_MASK,    /* masked scores (-inf) softcapped to -softcap: weight > 0 */
+    BUG_SOFTCAP_IGNORED,       /* softcap never applied */
+    BUG_HEAD_DIM_V_AS_D,       /* V and O columns looped to head_dim, not head_dim_v */
+};
+
+constexpr int kWarpsPerBlock = 4; /* query rows per block */
+constexpr int kErr = 2;           /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __half from_float<__half>(float x) {
+    return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+
+/* Offset of row r of head h of sequence b: packed (cu_seqlens) or dense strides. */
+__device__ __forceinline__ int64_t row_offset(const int32_t *cu, int b, int h, int64_t r,
+                                              int64_t batch_stride, int64_t head_stride,
+                                              int64_t row_stride) {
+    if (cu != nullptr) return ((int64_t)cu[b] + r) * row_stride + h * head_stride;
+    return b * batch_stride + h * head_stride + r * row_stride;
+}
+
+/* Offset of key/value row j from its head's first row: through the block table when paged. */
+__device__ __forceinline__ int64_t kv_row(const int32_t *pages, int page_size, int64_t j,
+                                          int64_t page_stride, int64_t row_stride) {
+    if (pages != nullptr)
+        return pages[(int)j / page_size] * page_stride + (int64_t)((int)j % page_size) * row_stride;
+    return j * row_stride;
+}
+
+/* One warp per query row, as simple_fwd_kernel (its comments say why each line is so). */
+template <typename T, int E, int BUG>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+broken_v2_kernel(const attn_fwd_params p) {
+    const int D = p.head_dim;
+    const int Dv = BUG == BUG_HEAD_DIM_V_AS_D ? p.head_dim : p.head_dim_v; /* BUG: Dv = D */
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    if (row >= (int64_t)p.batch * p.heads * p.seqlen_q) return;
+    const int i = (int)(row % p.seqlen_q);
+    const int h = (int)(row / p.seqlen_q % p.heads);
+    const int b = (int)(row / p.seqlen_q / p.heads);
+    const int kh = BUG == BUG_GQA_MOD ? h % p.heads_k               /* BUG: heads interleaved */
+                                      : h / (p.heads / p.heads_k); /* KV head */
+
+    const int sq = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] : p.seqlen_q;
+    if (i >= sq) return;
+    int sk = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
+    if (p.seqused_k) sk = min(sk, max(p.seqused_k[b], 0));
+
+    /* Visible keys lo..hi: -window_left <= j - (i + sk - sq) <= window_right, 0 <= j < sk. */
+    int64_t diag = (int64_t)i + sk - sq; /* the key aligned with query i */
+    if constexpr (BUG == BUG_WINDOW_TOP_LEFT) /* BUG: with a window (not causal alone): j = i */
+        if (p.window_left >= 0 || (!p.causal && p.window_right >= 0)) diag = i;
+    const int right = p.causal ? 0 : p.window_right;
+    int64_t lo = p.window_left >= 0 ? diag - p.window_left : 0;
+    if constexpr (BUG == BUG_WINDOW_OFF_BY_ONE) /* BUG: -window_left - 1 <= j - diag */
+        if (p.window_left >= 0) lo -= 1;
+    int64_t hi = right >= 0 ? diag + right : (int64_t)sk - 1;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > sk - 1 ? sk - 1 : hi;
+
+    /* The keys the loop visits: the visible ones (a masked key's weight is 0). */
+    int64_t first = lo, last = hi;
+    if constexpr (BUG == BUG_SOFTCAP_AFTER_MASK) /* BUG: with a softcap every key is visited, */
+        if (p.softcap > 0.f) first = 0, last = (int64_t)sk - 1; /* a masked one scored -inf */
+
+    const T *q = (const T *)p.q + row_offset(p.cu_seqlens_q, b, h, i, p.q_batch_stride,
+                                             p.q_head_stride, p.q_row_stride);
+    T *o = (T *)p.o + row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride,
+                                 p.o_row_stride);
+    const int32_t *pages = p.block_table ? p.block_table + (int64_t)b * p.block_table_stride : nullptr;
+    const T *k = (const T *)p.k + (pages ? kh * p.k_head_stride
+                                         : row_offset(p.cu_seqlens_k, b, kh, 0, p.k_batch_stride,
+                                                      p.k_head_stride, p.k_row_stride));
+    const T *v = (const T *)p.v + (pages ? kh * p.v_head_stride
+                                         : row_offset(p.cu_seqlens_k, b, kh, 0, p.v_batch_stride,
+                                                      p.v_head_stride, p.v_row_stride));
+
+    float qf[E], acc[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        qf[e] = e * 32 + lane < D ? to_float(q[e * 32 + lane]) : 0.f;
+        acc[e] = 0.f;
+    }
+
+    /* Online softmax: m = max score so far, l = sum exp(s - m), acc = sum exp(s - m) * v. */
+    float m = -INFINITY, l = 0.f;
+    for (int64_t j = first; j <= last; ++j) {
+        const T *kj = k + kv_row(pages, p.page_size, j, p.k_batch_stride, p.k_row_stride);
+        const T *vj = v + kv_row(pages, p.page_size, j, p.v_batch_stride, p.v_row_stride);
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+            if (e * 32 + lane < D) s += qf[e] * to_float(kj[e * 32 + lane]);
+        s = warp_sum(s) * p.softmax_scale;
+        if constexpr (BUG == BUG_SOFTCAP_AFTER_MASK)
+            if (j < lo || j > hi) s = -INFINITY; /* BUG: masked here, softcapped next: -softcap */
+        if (BUG != BUG_SOFTCAP_IGNORED && p.softcap > 0.f) /* BUG_SOFTCAP_IGNORED: never */
+            s = p.softcap * tanhf(s / p.softcap);
+
+        const float m_new = fmaxf(m, s);
+        const float corr = expf(m - m_new);
+        const float pj = expf(s - m_new);
+        l = l * corr + pj;
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+            if (e * 32 + lane < Dv) acc[e] = acc[e] * corr + pj * to_float(vj[e * 32 + lane]);
+        m = m_new;
+    }
+
+    /* A row that sees no key writes O = 0 and LSE = -inf. */
+    const bool any = last >= first;
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+        if (e * 32 + lane < Dv) o[e * 32 + lane] = from_float<T>(any ? acc[e] / l : 0.f);
+    if (p.lse != nullptr && lane == 0) {
+        const int64_t at = p.cu_seqlens_q
+            ? (int64_t)h * p.cu_seqlens_q[p.batch] + p.cu_seqlens_q[b] + i
+            : row;
+        p.lse[at] = any ? m + logf(l) : -INFINITY;
+    }
+}
+
+template <typename T, int E, int BUG>
+int launch(const attn_fwd_params *p, cudaStream_t stream) {
+    const int64_t n_rows = (int64_t)p->batch * p->heads * p->seqlen_q;
+    const int64_t n_blocks = (n_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    if (n_blocks == 0) return ATTN_OK;
+    if (n_blocks > 0x7fffffff) return ATTN_UNSUPPORTED;
+    broken_v2_kernel<T, E, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
+    return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+}
+
+/* E = ceil(max(D, Dv) / 32) rounded up to a power of two. */
+template <typename T, int BUG>
+int launch_for_dims(const attn_fwd_params *p, cudaStream_t stream) {
+    const int D = p->head_dim, Dv = p->head_dim_v;
+    const int chunks = ((D > Dv ? D : Dv) + 31) / 32;
+    return chunks <= 1 ? launch<T, 1, BUG>(p, stream)
+         : chunks <= 2 ? launch<T, 2, BUG>(p, stream)
+         : chunks <= 4 ? launch<T, 4, BUG>(p, stream)
+                       : launch<T, 8, BUG>(p, stream);
+}
+
+template <int BUG>
+int broken_v2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
+    if (in == nullptr) return kErr;
+    attn_fwd_params p = *in;
+    if (p.dtype != ATTN_F16 && p.dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
+    if (p.heads_k == 0) p.heads_k = p.heads;
+    if (p.head_dim_v == 0) p.head_dim_v = p.head_dim;
+    if (p.batch < 1 || p.heads < 1 || p.seqlen_q < 0 || p.seqlen_k < 0 || p.head_dim < 1 ||
+        p.head_dim_v < 1 || p.heads_k < 1 || p.heads % p.heads_k != 0)
+        return kErr;
+    if (!p.q || !p.k || !p.v || !p.o) return kErr;
+    if (p.block_table != nullptr && p.page_size < 1) return kErr;
+    if (p.head_dim > 256 || p.head_dim_v > 256) return ATTN_UNSUPPORTED;
+    return p.dtype == ATTN_BF16 ? launch_for_dims<__nv_bfloat16, BUG>(&p, stream)
+                                : launch_for_dims<__half, BUG>(&p, stream);
+}
+
+constexpr uint32_t kAllCaps = ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP |
+                              ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN | ATTN_CAP_PAGED |
+                              ATTN_CAP_SEQUSED_K;
+
+/* fp16 and bf16 (dtypes 0), any head dim up to 256 (head_dims NULL), as simple */
+const attn_kernel table[] = {
+    { "broken_v2_none", broken_v2_fwd<BUG_NONE>, kAllCaps, 0, nullptr },
+    { "broken_gqa_mod", broken_v2_fwd<BUG_GQA_MOD>, kAllCaps, 0, nullptr },
+    { "broken_window_off_by_one", broken_v2_fwd<BUG_WINDOW_OFF_BY_ONE>, kAllCaps, 0, nullptr },
+    { "broken_window_top_left", broken_v2_fwd<BUG_WINDOW_TOP_LEFT>, kAllCaps, 0, nullptr },
+    { "broken_softcap_after_mask", broken_v2_fwd<BUG_SOFTCAP_AFTER_MASK>, kAllCaps, 0, nullptr },
+    { "broken_softcap_ignored", broken_v2_fwd<BUG_SOFTCAP_IGNORED>, kAllCaps, 0, nullptr },
+    { "broken_head_dim_v_as_d", broken_v2_fwd<BUG_HEAD_DIM_V_AS_D>, kAllCaps, 0, nullptr },
+};
+
+} // namespace
+
+/* For broken.cu, which lists these after its own kernels (the plugin's one table). */
+extern "C" const attn_kernel *broken_v2_kernels(int *count) {
+    *count = (int)(sizeof table / sizeof table[0]);
+    return table;
+}
