@@ -7,8 +7,10 @@
  * or at d64 without a causal mask 128 rows, 32 per warp (MT = 2 row tiles). Per KV tile of BN = 64
  * keys: S = Q.K^T (Q fragments stay in registers), mask where the tile crosses the diagonal
  * or the end of K, rescale, O += P.V with P converted to the input dtype in registers. Short
- * sequences (S_q, S_k <= 32) pack several heads into one block. See NOTES.md for the work
- * per tile, the resources per config and each version's measurements. */
+ * sequences (S_q, S_k <= 32) pack several heads into one block. ABI version 2's grouped KV
+ * heads, windows and softcap (v8) take separate instantiations (EXT), chosen on the host, so
+ * that version-1 problems run the code they ran before. See NOTES.md for the work per tile,
+ * the resources per config and each version's measurements. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -227,13 +229,22 @@ __device__ __forceinline__ Slot packed_slot(int tile_row, int per_head) {
     return {head, tile_row - head * per_head};
 }
 
-template <typename T>
+/* Row 0 of job `job` (= b * heads + h) of q, o (group 1), or k, v: with GQA, query head h
+ * reads KV head h / group, group = heads / heads_k (the head stride is then a KV head's). */
+template <typename T, bool GQA = false>
 __device__ __forceinline__ const T *head_base(const void *base, int job, int heads, int64_t batch_stride,
-                                              int64_t head_stride) {
+                                              int64_t head_stride, int group = 1) {
+    if constexpr (GQA)
+        return static_cast<const T *>(base) + (int64_t)(job / heads) * batch_stride +
+               (int64_t)(job % heads / group) * head_stride;
     return static_cast<const T *>(base) + (int64_t)(job / heads) * batch_stride + (int64_t)(job % heads) * head_stride;
 }
 
-template <typename T, int D, bool PACKED, int MT_>
+/* EXT (v8): ABI version 2's grouped KV heads, windows and softcap, from p as flash2_fwd
+ * normalised it: heads_k set, window_left -1 (unbounded) or < S_k - 1, window_right -1 or
+ * < S_q - 1 with causal folded in as 0. Without EXT the kernel is v7's (version-1 problems):
+ * p.causal is the only mask. */
+template <typename T, int D, bool PACKED, int MT_, bool EXT>
 __global__ void __launch_bounds__(Config<D, MT_>::THREADS,
                                   PACKED ? Config<D, MT_>::PACKED_MIN_BLOCKS : Config<D, MT_>::MIN_BLOCKS)
 flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pack) {
@@ -258,6 +269,12 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
      * packed: the job of the block's head 0 */
     const int job0 = PACKED ? blockIdx.x * pack : blockIdx.z * p.heads + blockIdx.y;
     const int m0 = PACKED ? 0 : blockIdx.x * BM;
+    /* EXT: query heads per KV head; the window as offsets from the query's row: key c is
+     * visible to row i (of its head) iff i + lo_off <= c <= i + hi_off and c < S_k. An
+     * unbounded side gets an offset that never binds for 0 <= i < S_q, 0 <= c < S_k. */
+    const int group = EXT ? p.heads / p.heads_k : 1;
+    const int lo_off = EXT && p.window_left >= 0 ? offset - p.window_left : -Sq;
+    const int hi_off = EXT && p.window_right >= 0 ? offset + p.window_right : Sk - 1;
 
     auto q_row = [&](int r) -> const T * {
         int job = job0, pos = m0 + r;
@@ -280,11 +297,11 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         } else if (pos >= Sk) {
             return nullptr;
         }
-        return head_base<T>(base, job, p.heads, bs, hs) + (int64_t)pos * rs;
+        return head_base<T, EXT>(base, job, p.heads, bs, hs, group) + (int64_t)pos * rs;
     };
-    /* plain: the block's (batch, head) bases, once */
-    const T *k_head = head_base<T>(p.k, job0, p.heads, p.k_batch_stride, p.k_head_stride);
-    const T *v_head = head_base<T>(p.v, job0, p.heads, p.v_batch_stride, p.v_head_stride);
+    /* plain: the block's (batch, head) bases, once (K and V: its KV head) */
+    const T *k_head = head_base<T, EXT>(p.k, job0, p.heads, p.k_batch_stride, p.k_head_stride, group);
+    const T *v_head = head_base<T, EXT>(p.v, job0, p.heads, p.v_batch_stride, p.v_head_stride, group);
     auto load_kv = [&](int stage, int key0) {
         if constexpr (PACKED) {
             load_tile<T, D, BN, C::THREADS>(sK + stage * BN * D, static_cast<const T *>(p.k), [&](int c) {
@@ -301,13 +318,22 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         }
     };
 
-    /* KV tiles this block needs: packed, one; causal stops at the last key its last row sees */
+    /* KV tiles j_first .. n_blocks - 1 this block needs: packed, one; causal stops at the last
+     * key its last row sees; EXT, from the first key its first row sees (window_left) to the
+     * last key its last row sees (window_right): rows see overlapping or abutting key ranges
+     * (each at least one key wide before the clamp to [0, S_k)), so that range is exactly the
+     * union of its rows' visible keys, empty iff hi < lo */
     int n_blocks = PACKED ? 1 : (Sk + BN - 1) / BN;
-    if (!PACKED && p.causal) {
+    int j_first = 0;
+    if constexpr (!PACKED && EXT) {
+        const int lo = max(m0 + lo_off, 0), hi = min(min(m0 + BM - 1, Sq - 1) + hi_off, Sk - 1);
+        j_first = lo / BN;
+        n_blocks = hi < lo ? j_first : hi / BN + 1;
+    } else if (!PACKED && p.causal) {
         const int last_key = min(m0 + BM - 1, Sq - 1) + offset;
         n_blocks = last_key < 0 ? 0 : min(n_blocks, last_key / BN + 1);
     }
-    if (n_blocks == 0) { /* no row of this block sees a key: zeros and -inf */
+    if (EXT ? n_blocks <= j_first : n_blocks == 0) { /* no row of this block sees a key: zeros and -inf */
         const int b = blockIdx.z, h = blockIdx.y;
         T *o = static_cast<T *>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
         for (int i = threadIdx.x; i < BM * D; i += C::THREADS) {
@@ -326,7 +352,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         load_rows<T, D, BM, C::THREADS>(
             sQ, head_base<T>(p.q, job0, p.heads, p.q_batch_stride, p.q_head_stride) + (int64_t)m0 * p.q_row_stride,
             p.q_row_stride, Sq - m0);
-    load_kv(0, 0);
+    load_kv(j_first & 1, j_first * BN);
     cp_async_commit();
 
     /* Warp w owns tile rows [16 MT w, 16 MT (w + 1)): row tile mt is rows 16 (MT w + mt) + 0..15 */
@@ -358,12 +384,18 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     const uint32_t sK_lane = smem_addr(sK + ((lane & 7) + ((lane >> 4) << 3)) * D);
     const uint32_t sV_lane = smem_addr(sV + ((lane & 7) + (((lane >> 3) & 1) << 3)) * D);
 
-    for (int j = 0; j < n_blocks; ++j) {
+    /* EXT with a softcap: s = softcap tanh(softmax_scale q.k / softcap), in the log2 domain:
+     * S becomes tanhf(S cap_in) cap_out, then the mask's multiplier is 1 */
+    float cap_in = 0.0f, cap_out = 0.0f;
+    if (EXT && p.softcap > 0.0f)
+        cap_in = p.softmax_scale / p.softcap, cap_out = p.softcap * 1.4426950408889634f;
+
+    for (int j = j_first; j < n_blocks; ++j) { /* stage j & 1 holds tile j */
         cp_async_wait_all();
         __syncthreads(); /* tile j is in; every warp is done with tile j - 1's stage */
         if (j + 1 < n_blocks) load_kv((j + 1) & 1, (j + 1) * BN);
         cp_async_commit();
-        if (Q_IN_REGS && j == 0) {
+        if (Q_IN_REGS && j == j_first) {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -397,10 +429,26 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
             }
         }
 
+        /* EXT's softcap, before the mask (a uniform branch per tile) */
+        float mul = scale_log2;
+        if (EXT && cap_in != 0.0f) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mt][nt][e] = tanhf(s[mt][nt][e] * cap_in) * cap_out;
+            mul = 1.0f;
+        }
+
         /* scale into the log2 domain; mask keys past the end of K and above the diagonal
-         * (plain: only tiles that cross either need it), and packed, keys of other heads */
+         * (EXT: outside the window), plain: only tiles that cross either need it; packed, keys
+         * of other heads. EXT: the tile needs no mask if its last key is within the first
+         * row's reach and its first key within the last row's. */
         const int n0 = j * BN;
-        const bool mask = PACKED || n0 + BN > Sk || (p.causal && n0 + BN - 1 > m0 + offset);
+        const bool mask = PACKED || n0 + BN > Sk ||
+                          (EXT ? n0 + BN - 1 > m0 + hi_off || n0 < min(m0 + BM - 1, Sq - 1) + lo_off
+                               : p.causal && n0 + BN - 1 > m0 + offset);
         if (mask) { /* a branch, not per-element selects: most tiles need no mask (v3 paid ~150
                      * instructions per tile computing masks it then discarded) */
 #pragma unroll
@@ -412,8 +460,10 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
                         const Slot &r = slot[mt][e >> 1];
                         Slot c = {0, n0 + nt * 8 + 2 * t + (e & 1)};
                         if (PACKED) c = packed_slot(c.pos, Sk);
-                        const bool hidden = c.head != r.head || c.pos >= Sk || (p.causal && c.pos > r.pos + offset);
-                        s[mt][nt][e] = hidden ? -INFINITY : s[mt][nt][e] * scale_log2;
+                        const bool hidden = c.head != r.head || c.pos >= Sk ||
+                                            (EXT ? c.pos > r.pos + hi_off || c.pos < r.pos + lo_off
+                                                 : p.causal && c.pos > r.pos + offset);
+                        s[mt][nt][e] = hidden ? -INFINITY : s[mt][nt][e] * mul;
                     }
                 }
         } else {
@@ -422,7 +472,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
 #pragma unroll
                 for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mt][nt][e] *= scale_log2;
+                    for (int e = 0; e < 4; ++e) s[mt][nt][e] *= mul;
         }
 
         /* online softmax: one rescale of O per tile */
@@ -507,7 +557,7 @@ int heads_per_block(int seqlen_q, int seqlen_k) {
     return min(Config<D, 1>::bm(true) / seqlen_q, Config<D, 1>::bn(true) / seqlen_k);
 }
 
-template <typename T, int D, bool PACKED, int MT>
+template <typename T, int D, bool PACKED, int MT, bool EXT>
 int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     using C = Config<D, MT>;
     constexpr int smem = C::smem_bytes(PACKED);
@@ -518,7 +568,7 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     if (cudaGetDevice(&dev) != cudaSuccess) return kErr;
     const unsigned long long bit = dev < 64 ? 1ull << dev : 0; /* past 64 devices: every call */
     if (!(raised.load(std::memory_order_relaxed) & bit)) {
-        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED, MT, EXT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) != cudaSuccess)
             return kErr;
         raised.fetch_or(bit, std::memory_order_relaxed);
@@ -526,16 +576,25 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     const int jobs = p->batch * p->heads;
     const dim3 grid = PACKED ? dim3((jobs + pack - 1) / pack) : dim3((p->seqlen_q + C::BM - 1) / C::BM, p->heads, p->batch);
     const float scale_log2 = p->softmax_scale * 1.4426950408889634f;
-    flash2_fwd_kernel<T, D, PACKED, MT><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
+    flash2_fwd_kernel<T, D, PACKED, MT, EXT><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
-template <typename T, int D>
+/* p as flash2_fwd normalised it. EXT: grouped KV heads, a window beyond causal, or a softcap.
+ * Row tiles per warp: 1 for any mask that bounds a row's keys (causal, window), as causal
+ * shapes chose in v5; kMtFull for the rest. */
+template <typename T, int D, bool EXT>
 int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
     const int pack = heads_per_block<D>(p->seqlen_q, p->seqlen_k);
-    if (pack >= 2) return launch<T, D, true, 1>(p, pack, stream);
+    if (pack >= 2) return launch<T, D, true, 1, EXT>(p, pack, stream);
     if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
-    return p->causal ? launch<T, D, false, 1>(p, 1, stream) : launch<T, D, false, kMtFull<D>>(p, 1, stream);
+    const bool banded = p->causal || (EXT && (p->window_left >= 0 || p->window_right >= 0));
+    return banded ? launch<T, D, false, 1, EXT>(p, 1, stream) : launch<T, D, false, kMtFull<D>, EXT>(p, 1, stream);
+}
+
+template <typename T, int D>
+int dispatch(const attn_fwd_params *p, bool ext, cudaStream_t stream) {
+    return ext ? dispatch<T, D, true>(p, stream) : dispatch<T, D, false>(p, stream);
 }
 
 /* 16-byte loads and the 4-byte stores of O need 16-byte aligned rows. */
@@ -543,8 +602,10 @@ bool aligned(const void *ptr, int64_t s0, int64_t s1, int64_t s2) {
     return ((uintptr_t)ptr % 16) == 0 && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
 }
 
-int flash2_fwd(const attn_fwd_params *p, cudaStream_t stream) {
-    if (!p) return kErr;
+int flash2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
+    if (!in) return kErr;
+    attn_fwd_params n = *in; /* normalised below */
+    const attn_fwd_params *p = &n;
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
     if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
@@ -555,11 +616,39 @@ int flash2_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         !aligned(p->v, p->v_batch_stride, p->v_head_stride, p->v_row_stride) ||
         !aligned(p->o, p->o_batch_stride, p->o_head_stride, p->o_row_stride))
         return ATTN_UNSUPPORTED;
+    /* Version 2: beyond grouped KV heads, windows and softcap (the caps below), nothing */
+    if ((n.head_dim_v != 0 && n.head_dim_v != n.head_dim) || n.cu_seqlens_q || n.cu_seqlens_k || n.block_table ||
+        n.seqused_k)
+        return ATTN_UNSUPPORTED;
+    if (n.heads_k == 0) n.heads_k = n.heads; /* "off", as simple takes it */
+    if (n.heads_k < 1 || n.heads % n.heads_k != 0) return kErr;
+    if (!(n.softcap >= 0.0f) || isinf(n.softcap)) return kErr;
+    /* the kernel multiplies by softmax_scale / softcap: a softcap so small that this overflows
+     * (under 1e-38 or so) is not taken */
+    if (n.softcap > 0.0f && isinf(n.softmax_scale / n.softcap)) return ATTN_UNSUPPORTED;
+    /* Windows: causal is window_right 0. A bound that no (row, key) pair reaches is none:
+     * d = j - (i + S_k - S_q) lies in [1 - S_k, S_q - 1]. What is left: window_right 0
+     * alone is causal (v7's code), anything else EXT. A version-1 problem (-1, -1) keeps its
+     * causal flag as given, hence its kernel. */
+    if (n.window_left < 0 || n.window_left >= n.seqlen_k - 1) n.window_left = -1;
+    if (n.causal)
+        n.window_right = 0;
+    else if (n.window_right < 0 || n.window_right >= n.seqlen_q - 1)
+        n.window_right = -1;
+    n.causal = n.window_right == 0;
+    const bool ext = n.heads_k != n.heads || n.window_left >= 0 || n.window_right > 0 || n.softcap > 0.0f;
     const bool bf16 = p->dtype == ATTN_BF16;
-    if (p->head_dim == 64) return bf16 ? dispatch<__nv_bfloat16, 64>(p, stream) : dispatch<__half, 64>(p, stream);
-    return bf16 ? dispatch<__nv_bfloat16, 128>(p, stream) : dispatch<__half, 128>(p, stream);
+    if (p->head_dim == 64) return bf16 ? dispatch<__nv_bfloat16, 64>(p, ext, stream) : dispatch<__half, 64>(p, ext, stream);
+    return bf16 ? dispatch<__nv_bfloat16, 128>(p, ext, stream) : dispatch<__half, 128>(p, ext, stream);
 }
+
+constexpr int kHeadDims[] = {64, 128, 0};
 
 } // namespace
 
-extern "C" const attn_kernel attn_kernel_flash2 = {"flash2", flash2_fwd};
+extern "C" const attn_kernel attn_kernel_flash2 = {
+    "flash2", flash2_fwd,
+    ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP,
+    0,         /* fp16 and bf16 */
+    kHeadDims, /* 64 and 128 */
+};
