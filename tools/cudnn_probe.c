@@ -409,6 +409,41 @@ done:
     return bad;
 }
 
+/* Times the planned case with attn_benchmark's rules and prints the "RESULT {json}" line.
+ * 0, or 1 with the reason printed. */
+static int measure_and_print(timed_case *tc, const char *name, const attn_cudnn_plan_info *info,
+                             const attn_cudnn_lib_info *lib) {
+    char why[4096];
+    attn_timer *timer = NULL;
+    attn_timing_rules rules = {10, 0.5, 0.005, 1.0, 0.75}; /* attn_benchmark's */
+    const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
+    if (tmo && atof(tmo) > 0) rules.timeout_s = atof(tmo);
+    attn_timing t;
+    if (attn_timer_create(&timer, stream, why, sizeof why) ||
+        attn_measure(timer, run_timed, tc, &rules, &t, why, sizeof why)) {
+        printf("ERROR: timing: %s\n", why);
+        return 1;
+    }
+    attn_timer_destroy(timer);
+    json_t *res = json_pack("{s:s, s:f, s:f, s:f, s:f, s:i, s:b, s:b, s:s, s:s, s:I, s:i, s:i, s:i, s:b, s:I, s:s}",
+                            "shape", name, "median_ms", t.median_ms, "ci_lo_ms", t.ci_lo_ms, "ci_hi_ms", t.ci_hi_ms,
+                            "min_ms", t.min_ms, "samples", t.samples, "noisy", t.noisy, "held", t.held, "kind",
+                            info->kind, "engine", info->engine, "engine_id", (json_int_t)info->engine_id,
+                            "configs_tried", info->configs_tried, "configs_built", info->configs_built,
+                            "configs_timed", info->configs_timed, "tuned", info->tuned, "version",
+                            (json_int_t)lib->version, "library", lib->path[0] ? lib->path : lib->requested);
+    char *line = res ? json_dumps(res, JSON_COMPACT) : NULL;
+    if (!line) {
+        printf("ERROR: cannot build the result's JSON\n");
+        return 1;
+    }
+    printf("%s: cuDNN %.4f ms [%.4f, %.4f] (%d samples%s)\nRESULT %s\n", name, t.median_ms, t.ci_lo_ms, t.ci_hi_ms,
+           t.samples, t.noisy ? ", noisy" : "", line);
+    free(line);
+    json_decref(res);
+    return 0;
+}
+
 /* attn_cudnn_probe --time ...: plans the shape as attn_benchmark does (autotuned unless
  * ATTN_CUDNN_AUTOTUNE=0), verifies the output, times it with the benchmarks' rules and
  * prints one line "RESULT {json}" (median_ms, ci_lo_ms, ci_hi_ms, min_ms, samples, noisy,
@@ -485,33 +520,7 @@ static int time_main(int argc, char **argv) {
     if (why[0]) printf("note: %s\n", why);
     if (time_verify(&tc, &tol)) return 1;
 
-    attn_timer *timer = NULL;
-    attn_timing_rules rules = {10, 0.5, 0.005, 1.0, 0.75}; /* attn_benchmark's */
-    const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
-    if (tmo && atof(tmo) > 0) rules.timeout_s = atof(tmo);
-    attn_timing t;
-    if (attn_timer_create(&timer, stream, why, sizeof why) ||
-        attn_measure(timer, run_timed, &tc, &rules, &t, why, sizeof why)) {
-        printf("ERROR: timing: %s\n", why);
-        return 1;
-    }
-    attn_timer_destroy(timer);
-    json_t *res = json_pack("{s:s, s:f, s:f, s:f, s:f, s:i, s:b, s:b, s:s, s:s, s:I, s:i, s:i, s:i, s:b, s:I, s:s}",
-                            "shape", name, "median_ms", t.median_ms, "ci_lo_ms", t.ci_lo_ms, "ci_hi_ms", t.ci_hi_ms,
-                            "min_ms", t.min_ms, "samples", t.samples, "noisy", t.noisy, "held", t.held, "kind",
-                            info.kind, "engine", info.engine, "engine_id", (json_int_t)info.engine_id,
-                            "configs_tried", info.configs_tried, "configs_built", info.configs_built,
-                            "configs_timed", info.configs_timed, "tuned", info.tuned, "version",
-                            (json_int_t)lib.version, "library", lib.path[0] ? lib.path : lib.requested);
-    char *line = res ? json_dumps(res, JSON_COMPACT) : NULL;
-    if (!line) {
-        printf("ERROR: cannot build the result's JSON\n");
-        return 1;
-    }
-    printf("%s: cuDNN %.4f ms [%.4f, %.4f] (%d samples%s)\nRESULT %s\n", name, t.median_ms, t.ci_lo_ms, t.ci_hi_ms,
-           t.samples, t.noisy ? ", noisy" : "", line);
-    free(line);
-    json_decref(res);
+    if (measure_and_print(&tc, name, &info, &lib)) return 1;
     attn_cudnn_plan_destroy(tc.plan);
     attn_ref_destroy(ref);
     attn_cudnn_close(cudnn);
