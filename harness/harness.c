@@ -100,6 +100,8 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+uint64_t attn_rng_u64(attn_rng *r) { return splitmix64(&r->s); }
+
 void attn_rng_init(attn_rng *r, uint64_t seed) {
     r->s = seed;
     r->has_spare = 0;

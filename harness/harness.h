@@ -35,6 +35,7 @@ uint64_t attn_seed_from_name(const char *name); /* FNV-1a, or $ATTN_SEED when se
 typedef struct { uint64_t s; int has_spare; double spare; } attn_rng;
 void attn_rng_init(attn_rng *r, uint64_t seed);
 double attn_rng_normal(attn_rng *r);
+uint64_t attn_rng_u64(attn_rng *r); /* uniform 64 bits */
 
 /* ---- layouts ---- */
 typedef enum {

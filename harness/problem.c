@@ -93,18 +93,19 @@ int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, cha
         return fail(err, len, "block_table_stride %d * page_size %d < seqlen_k %d (a sequence's pages must hold its keys)",
                     p->block_table_stride, p->page_size, p->seqlen_k);
     for (int b = 0; b < p->batch; b++) {
-        /* sequence b's keys: its key capacity */
+        /* sequence b's keys: its key capacity, of which seqused_k says how many are read */
         const int keys = h->cu_seqlens_k ? h->cu_seqlens_k[b + 1] - h->cu_seqlens_k[b] : p->seqlen_k;
-        const int64_t pages = paged ? ((int64_t)keys + p->page_size - 1) / p->page_size : 0;
+        if (h->seqused_k && (h->seqused_k[b] < 0 || h->seqused_k[b] > keys))
+            return fail(err, len, "seqused_k[%d] = %d is outside [0, %d] (sequence %d's keys)", b,
+                        h->seqused_k[b], keys, b);
+        const int used = h->seqused_k ? h->seqused_k[b] : keys; /* pages past them are never read */
+        const int64_t pages = paged ? ((int64_t)used + p->page_size - 1) / p->page_size : 0;
         for (int64_t j = 0; j < pages; j++) {
             const int32_t page = h->block_table[(int64_t)b * p->block_table_stride + j];
             if (page < 0 || page >= p->num_pages)
                 return fail(err, len, "block_table[%d][%lld] = %d is outside the pool (num_pages %d)",
                             b, (long long)j, page, p->num_pages);
         }
-        if (h->seqused_k && (h->seqused_k[b] < 0 || h->seqused_k[b] > keys))
-            return fail(err, len, "seqused_k[%d] = %d is outside [0, %d] (sequence %d's keys)", b,
-                        h->seqused_k[b], keys, b);
     }
     return 0;
 }

@@ -27,8 +27,8 @@ typedef struct {
  * each array present in p iff in h; cu_seqlens from 0, non-decreasing, no sequence longer
  * than seqlen_q (resp. seqlen_k); paged: page_size, num_pages, block_table_stride >= 1,
  * block_table_stride * page_size >= seqlen_k, and the first ceil(len / page_size) entries
- * of each sequence's row (len: its key length) in [0, num_pages); seqused_k[b] in
- * [0, sequence b's key length]. */
+ * of each sequence's row in [0, num_pages), len being the keys it reads (seqused_k[b], else
+ * its key length); seqused_k[b] in [0, sequence b's key length]. */
 int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, char *err,
                        size_t len);
 

@@ -9,6 +9,7 @@
 
 #include "problem.h"
 #include "registry.h"
+#include "seqs.h"
 
 static int dummy_fwd(const attn_fwd_params *p, cudaStream_t s) {
     (void)p, (void)s;
@@ -264,14 +265,18 @@ START_TEST(problem_cu_seqlens) {
 END_TEST
 
 START_TEST(problem_paged) {
-    /* only each sequence's first ceil(len / page_size) entries are read */
+    /* only the pages of each sequence's read keys (seqused_k, else all its keys) are read:
+     * its first ceil(keys / page_size) entries */
     CASE(x.table[0][2] = 32, "block_table[0][2] = 32 is outside the pool (num_pages 32)");
     CASE(x.table[1][0] = -1, "block_table[1][0] = -1 is outside the pool (num_pages 32)");
-    CASE(x.table[2][1] = 40, "block_table[2][1] = 40 is outside the pool");
-    CASE(x.table[1][1] = 40, NULL);   /* sequence 1 has 10 keys: one page */
-    CASE(x.cu_k[2] = 57, "block_table[1][1] = -1"); /* 17 keys: two pages */
-    /* without cu_seqlens_k every sequence has seqlen_k keys */
-    CASE((x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL), "block_table[1][1] = -1");
+    CASE(x.table[2][0] = 40, NULL); /* sequence 2 uses none of its 30 keys */
+    CASE((x.used[2] = 30, x.table[2][1] = 40), "block_table[2][1] = 40 is outside the pool");
+    CASE(x.table[1][1] = 40, NULL); /* sequence 1 uses 7 keys: one page */
+    CASE((x.used[1] = 17, x.cu_k[2] = 57), "block_table[1][1] = -1"); /* 17 keys: two pages */
+    /* without seqused_k all keys are read; without cu_seqlens_k every sequence has seqlen_k */
+    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL, x.table[2][1] = -5), "block_table[2][1] = -5");
+    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL, x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL),
+         "block_table[1][1] = -1");
 }
 END_TEST
 
@@ -284,6 +289,65 @@ START_TEST(problem_seqused_k) {
           x.h.block_table = NULL, x.used[2] = 40), NULL);
     CASE((x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL, x.p.block_table = NULL,
           x.h.block_table = NULL, x.used[2] = 41), "seqused_k[2] = 41 is outside [0, 40]");
+}
+END_TEST
+
+/* ---- attn_seqs_make: packed and paged layouts the harness builds ---- */
+
+START_TEST(seqs_packed) {
+    const int lq[4] = {0, 1, 17, 5}, lk[4] = {3, 0, 40, 1};
+    attn_seqs s;
+    char err[256];
+    ck_assert_int_eq(attn_seqs_make(&s, 4, lq, lk, 0, 0, 1, err, sizeof err), 0);
+    const int32_t cq[5] = {0, 0, 1, 18, 23}, ck[5] = {0, 3, 3, 43, 44};
+    ck_assert(!memcmp(s.cu_seqlens_q, cq, sizeof cq) && !memcmp(s.cu_seqlens_k, ck, sizeof ck));
+    ck_assert_int_eq(s.max_q, 17);
+    ck_assert_int_eq(s.max_k, 40);
+    ck_assert_int_eq(s.total_q, 23);
+    ck_assert_int_eq(s.total_k, 44);
+    ck_assert_ptr_null(s.block_table);
+    /* as a problem: well-formed */
+    attn_fwd_params p = plain();
+    p.batch = 4, p.seqlen_q = s.max_q, p.seqlen_k = s.max_k;
+    p.cu_seqlens_q = s.cu_seqlens_q, p.cu_seqlens_k = s.cu_seqlens_k; /* stand-ins for device copies */
+    attn_problem_host h = {s.cu_seqlens_q, s.cu_seqlens_k, NULL, NULL};
+    ck_assert_msg(!attn_problem_check(&p, &h, err, sizeof err), "%s", err);
+    attn_seqs_free(&s);
+    const int bad[2] = {4, -1};
+    ck_assert_int_eq(attn_seqs_make(&s, 2, bad, lk, 0, 0, 1, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "negative"), "%s", err);
+}
+END_TEST
+
+START_TEST(seqs_paged) {
+    const int lq[3] = {1, 4, 1}, lk[3] = {33, 0, 16};
+    attn_seqs s, t;
+    char err[256];
+    ck_assert_int_eq(attn_seqs_make(&s, 3, lq, lk, 16, 5, 7, err, sizeof err), 0);
+    ck_assert_int_eq(s.block_table_stride, 3); /* ceil(33 / 16) */
+    ck_assert_int_eq(s.num_pages, 3 + 0 + 1 + 5);
+    int used[16] = {0}, in_order = 1, n = 0, prev = -1;
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < 3; i++) {
+            int32_t e = s.block_table[b * 3 + i];
+            int needed = i < (lk[b] + 15) / 16;
+            ck_assert_msg(needed ? e >= 0 && e < s.num_pages : e == -1, "entry [%d][%d] = %d", b, i, e);
+            if (!needed) continue;
+            ck_assert_msg(!used[e]++, "page %d given twice", e);
+            in_order &= e == prev + 1, prev = e, n++;
+        }
+    ck_assert_int_eq(n, 4);
+    ck_assert_msg(!in_order, "the pages are not shuffled"); /* seed 7 */
+    /* a KV cache: capacity seqlen_k for every sequence, seqused_k of it filled */
+    const int32_t filled[3] = {33, 0, 16};
+    attn_fwd_params p = plain();
+    p.batch = 3, p.seqlen_q = 4, p.seqlen_k = 33, p.block_table = s.block_table, p.page_size = 16;
+    p.block_table_stride = s.block_table_stride, p.num_pages = s.num_pages, p.seqused_k = filled;
+    attn_problem_host h = {NULL, NULL, s.block_table, filled};
+    ck_assert_msg(!attn_problem_check(&p, &h, err, sizeof err), "%s", err);
+    ck_assert_int_eq(attn_seqs_make(&t, 3, lq, lk, 16, 5, 7, err, sizeof err), 0); /* same seed, same table */
+    ck_assert(!memcmp(s.block_table, t.block_table, sizeof(int32_t) * 9));
+    attn_seqs_free(&s), attn_seqs_free(&t);
 }
 END_TEST
 
@@ -303,6 +367,8 @@ int main(void) {
     tcase_add_test(tc, problem_cu_seqlens);
     tcase_add_test(tc, problem_paged);
     tcase_add_test(tc, problem_seqused_k);
+    tcase_add_test(tc, seqs_packed);
+    tcase_add_test(tc, seqs_paged);
     suite_add_tcase(s, tc);
     return attn_unit_run(s);
 }
