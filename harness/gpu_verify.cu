@@ -444,3 +444,56 @@ extern "C" void attn_gate_destroy(attn_gate *g) {
     if (g->flags) cudaFreeHost((void *)g->flags);
     free(g);
 }
+
+/* ---- packed rows into the dense layout (attn_unpack_rows, attn_unpack_lse) ---- */
+
+template <typename T>
+__global__ void unpack_rows_kernel(const T *packed, const int32_t *cu, int batch, int heads, int max_rows, int dim,
+                                   int64_t row_stride, int64_t head_stride, T *dense, float *g, float *r) {
+    const uint64_t n = (uint64_t)batch * heads * max_rows * dim;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t d = i % dim, row = i / dim % max_rows, h = i / dim / max_rows % heads, b = i / dim / max_rows / heads;
+        const int32_t len = cu[b + 1] - cu[b];
+        if ((int64_t)row < len) {
+            dense[i] = packed[((int64_t)cu[b] + (int64_t)row) * row_stride + (int64_t)h * head_stride + (int64_t)d];
+        } else {
+            dense[i] = T(0.0f);
+            if (g) g[i] = 0.0f;
+            if (r) r[i] = 0.0f;
+        }
+    }
+}
+
+__global__ void unpack_lse_kernel(const float *packed, const int32_t *cu, int batch, int heads, int max_rows,
+                                  float *dense, float *lg) {
+    const uint64_t n = (uint64_t)batch * heads * max_rows;
+    const int64_t total = cu[batch];
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t row = i % max_rows, h = i / max_rows % heads, b = i / max_rows / heads;
+        if ((int64_t)row < cu[b + 1] - cu[b]) {
+            dense[i] = packed[(int64_t)h * total + cu[b] + (int64_t)row];
+        } else {
+            dense[i] = -INFINITY;
+            if (lg) lg[i] = -INFINITY;
+        }
+    }
+}
+
+extern "C" cudaError_t attn_unpack_rows(const void *packed, attn_dtype dtype, const int32_t *cu, int batch, int heads,
+                                        int max_rows, int dim, int64_t row_stride, int64_t head_stride, void *dense,
+                                        float *g, float *r, cudaStream_t stream) {
+    if (dtype == ATTN_BF16)
+        unpack_rows_kernel<__nv_bfloat16><<<1024, 256, 0, stream>>>((const __nv_bfloat16 *)packed, cu, batch, heads,
+                                                                  max_rows, dim, row_stride, head_stride,
+                                                                  (__nv_bfloat16 *)dense, g, r);
+    else
+        unpack_rows_kernel<__half><<<1024, 256, 0, stream>>>((const __half *)packed, cu, batch, heads, max_rows, dim,
+                                                           row_stride, head_stride, (__half *)dense, g, r);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t attn_unpack_lse(const float *packed, const int32_t *cu, int batch, int heads, int max_rows,
+                                       float *dense, float *lg, cudaStream_t stream) {
+    unpack_lse_kernel<<<256, 256, 0, stream>>>(packed, cu, batch, heads, max_rows, dense, lg);
+    return cudaGetLastError();
+}

@@ -63,6 +63,20 @@ cudaError_t attn_lse_verdict_gpu(const float *lse, const float *lg, size_t rows,
                                  const attn_tolerance *t, attn_lse_verdict *out,
                                  double *max_abs_g, cudaStream_t stream);
 
+/* Packed rows (attn_abi.h's cu_seqlens layout) into the reference's dense layout, so that
+ * the rules above judge them: row r of sequence b, head h is at
+ * packed + (cu[b] + r) * row_stride + h * head_stride (dtype), copied to
+ * dense[b][h][r][0..dim) (dtype, contiguous, max_rows rows a head). Rows past a sequence's
+ * length get 0 in `dense` and in the float arrays g and r (the reference's G and R, which
+ * leave them unwritten), so that they compare equal. cu is a device array [batch + 1]. */
+cudaError_t attn_unpack_rows(const void *packed, attn_dtype dtype, const int32_t *cu, int batch, int heads,
+                             int max_rows, int dim, int64_t row_stride, int64_t head_stride, void *dense,
+                             float *g, float *r, cudaStream_t stream);
+/* The same for a packed LSE [heads][total] (total = cu[batch]) into dense [batch][heads][max_rows];
+ * rows past a sequence's length get -inf there and in the golden lg. */
+cudaError_t attn_unpack_lse(const float *packed, const int32_t *cu, int batch, int heads, int max_rows,
+                            float *dense, float *lg, cudaStream_t stream);
+
 /* One element of a device tensor, as float: O (dtype) at logical BHSD index i through the
  * view, or a float array at i. For messages about the worst element. */
 float attn_peek_view(const void *o, attn_dtype dtype, const attn_tensor_view *v, size_t i);

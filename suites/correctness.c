@@ -36,6 +36,7 @@
 #include "registry.h"
 #include "pairwise.h"
 #include "problem.h"
+#include "seqs.h"
 #include "supervise.h"
 #include "verdict.h"
 
@@ -43,11 +44,15 @@
 
 static struct {
     const char *name;      /* CTest test name: messages */
-    char seed_name[160];   /* the case's name for its seeds: correctness/<kernel>/<case> */
+    char seed_name[288];   /* the case's name for its seeds: correctness/<kernel>/<case> */
     const attn_kernel *kernel;
     attn_dtype dtype;
     int batch, heads, seqlen_q, seqlen_k, head_dim, causal;
     int heads_k, head_dim_v, window_left, window_right; /* version 2 (off: heads, head_dim, -1, -1) */
+    /* a packed case (check 'packed'): nseq sequences of lens_q[b] queries and lens_k[b] keys,
+     * K and V packed too (page_size 0) or in a pool of pages */
+    int nseq, page_size;
+    const int *lens_q, *lens_k;
     float softcap;
     attn_tolerance tol;
     attn_reference *ref;
@@ -819,6 +824,161 @@ static outcome check_launch(void) {
 
 /* --------------------------------------------------------------- Check plumbing ---- */
 
+/* 13. a packed batch (attn_abi.h's varlen layout): sequences of their own lengths (0
+ * included), queries packed by cu_seqlens_q, K and V packed by cu_seqlens_k or in a shuffled
+ * pool of pages read through a block table (seqused_k their filled length). The kernel's
+ * packed O and LSE are unpacked on the GPU into the reference's dense layout and judged by
+ * the same rules. */
+typedef struct {
+    attn_seqs seqs;
+    void *q, *k, *v, *o, *o_dense;
+    float *lse, *lse_dense, *dg, *dr, *dlg;
+    int32_t *cu_q, *cu_k, *table, *used;
+} packed_run;
+
+static void packed_free(packed_run *r) {
+    void *dev[] = {r->q, r->k, r->v, r->o, r->o_dense, r->lse, r->lse_dense, r->dg, r->dr, r->dlg,
+                   r->cu_q, r->cu_k, r->table, r->used};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
+    attn_seqs_free(&r->seqs);
+}
+
+/* n int32 from the host into a new device array */
+static int upload_i32(int32_t **dst, const int32_t *src, size_t n) {
+    CUDA_TRY(cudaMalloc((void **)dst, n * sizeof(int32_t)));
+    CUDA_TRY(cudaMemcpy(*dst, src, n * sizeof(int32_t), cudaMemcpyHostToDevice));
+    return 0;
+}
+
+/* Buffers (NaN-poisoned), inputs and the problem of a packed case. */
+static int packed_setup(packed_run *r, attn_fwd_params *p, uint64_t seed) {
+    const attn_seqs *sq = &r->seqs;
+    const int H = cfg.heads, HK = cfg.heads_k, D = cfg.head_dim, DV = cfg.head_dim_v, paged = cfg.page_size > 0;
+    const int64_t kv_rows = paged ? (int64_t)sq->num_pages * cfg.page_size : sq->total_k;
+    const int64_t maxq = sq->max_q > 0 ? sq->max_q : 1;
+    const size_t rq = (size_t)(sq->total_q > 0 ? sq->total_q : 1), rk = (size_t)(kv_rows > 0 ? kv_rows : 1);
+    const size_t dense = (size_t)cfg.nseq * H * maxq;
+    CUDA_TRY(cudaMalloc(&r->q, rq * H * D * 2));
+    CUDA_TRY(cudaMalloc(&r->k, rk * HK * D * 2));
+    CUDA_TRY(cudaMalloc(&r->v, rk * HK * DV * 2));
+    CUDA_TRY(cudaMalloc(&r->o, rq * H * DV * 2));
+    CUDA_TRY(cudaMalloc(&r->o_dense, dense * DV * 2));
+    CUDA_TRY(cudaMalloc((void **)&r->lse, rq * H * 4));
+    CUDA_TRY(cudaMalloc((void **)&r->lse_dense, dense * 4));
+    CUDA_TRY(cudaMalloc((void **)&r->dg, dense * DV * 4));
+    CUDA_TRY(cudaMalloc((void **)&r->dr, dense * DV * 4));
+    CUDA_TRY(cudaMalloc((void **)&r->dlg, dense * 4));
+    void *in[3] = {r->q, r->k, r->v};
+    const size_t bytes[3] = {rq * H * D * 2, rk * HK * D * 2, rk * HK * DV * 2};
+    /* rows of [row][heads][dim]: Q over all tokens; K, V over the packed keys or the pool */
+    const attn_tensor_view views[3] = {{1, H, (int)rq, D, 0, D, (int64_t)H * D},
+                                       {1, HK, (int)rk, D, 0, D, (int64_t)HK * D},
+                                       {1, HK, (int)rk, DV, 0, DV, (int64_t)HK * DV}};
+    for (int t = 0; t < 3; t++) {
+        CUDA_TRY(cudaMemsetAsync(in[t], POISON, bytes[t], cfg.stream));
+        CUDA_TRY(attn_fill_normal_view(in[t], cfg.dtype, &views[t], seed + (uint64_t)t * 0x632be59bd9b4e019ull, 1.0f,
+                                       cfg.stream));
+    }
+    CUDA_TRY(cudaMemsetAsync(r->o, POISON, rq * H * DV * 2, cfg.stream));
+    CUDA_TRY(cudaMemsetAsync(r->lse, POISON, rq * H * 4, cfg.stream));
+    if (upload_i32(&r->cu_q, sq->cu_seqlens_q, (size_t)cfg.nseq + 1)) return 1;
+    if (paged ? upload_i32(&r->table, sq->block_table, (size_t)cfg.nseq * sq->block_table_stride) ||
+                    upload_i32(&r->used, (const int32_t *)cfg.lens_k, (size_t)cfg.nseq)
+              : upload_i32(&r->cu_k, sq->cu_seqlens_k, (size_t)cfg.nseq + 1))
+        return 1;
+    attn_params_clear(p, H);
+    p->dtype = cfg.dtype, p->batch = cfg.nseq, p->head_dim = D, p->head_dim_v = DV, p->heads_k = HK;
+    p->causal = cfg.causal, p->window_left = cfg.window_left, p->window_right = cfg.window_right;
+    p->softcap = cfg.softcap, p->softmax_scale = (float)(1.0 / sqrt((double)D));
+    p->seqlen_q = (int)maxq;
+    p->seqlen_k = paged ? sq->block_table_stride * cfg.page_size : (sq->max_k > 0 ? sq->max_k : 1);
+    p->q = r->q, p->k = r->k, p->v = r->v, p->o = r->o, p->lse = r->lse;
+    p->q_head_stride = D, p->q_row_stride = (int64_t)H * D;
+    p->o_head_stride = DV, p->o_row_stride = (int64_t)H * DV;
+    p->k_head_stride = D, p->k_row_stride = (int64_t)HK * D;
+    p->v_head_stride = DV, p->v_row_stride = (int64_t)HK * DV;
+    p->cu_seqlens_q = r->cu_q;
+    if (paged) {
+        p->block_table = r->table, p->block_table_stride = sq->block_table_stride;
+        p->page_size = cfg.page_size, p->num_pages = sq->num_pages, p->seqused_k = r->used;
+        p->k_batch_stride = (int64_t)cfg.page_size * HK * D, p->v_batch_stride = (int64_t)cfg.page_size * HK * DV;
+    } else {
+        p->cu_seqlens_k = r->cu_k;
+    }
+    return 0;
+}
+
+/* O and the LSE unpacked and judged as a dense problem of the longest lengths (no mask in
+ * the view: which rows see no key is already in G and the golden LSE). */
+static int packed_judge(packed_run *r, const attn_fwd_params *p) {
+    const int H = cfg.heads, DV = cfg.head_dim_v, maxq = p->seqlen_q;
+    CUDA_TRY(attn_unpack_rows(r->o, cfg.dtype, r->cu_q, cfg.nseq, H, maxq, DV, p->o_row_stride, p->o_head_stride,
+                              r->o_dense, r->dg, r->dr, cfg.stream));
+    CUDA_TRY(attn_unpack_lse(r->lse, r->cu_q, cfg.nseq, H, maxq, r->lse_dense, r->dlg, cfg.stream));
+    attn_fwd_params view;
+    attn_params_clear(&view, H);
+    view.dtype = cfg.dtype, view.batch = cfg.nseq, view.seqlen_q = maxq, view.seqlen_k = 1;
+    view.head_dim = cfg.head_dim, view.head_dim_v = DV, view.o = r->o_dense;
+    view.o_row_stride = DV, view.o_head_stride = (int64_t)maxq * DV, view.o_batch_stride = (int64_t)H * maxq * DV;
+    attn_output_stats st;
+    attn_output_verdict v;
+    CUDA_TRY(attn_output_stats_gpu(&view, r->dg, r->dr, &st, cfg.stream));
+    attn_output_decide(&st, cfg.dtype, &cfg.tol, &v);
+    int bad = v.rule != ATTN_RULE_PASS;
+    if (bad) say("  packed output: %s (verdict rule %d: max|O-G| %g, bound %g)\n", attn_rule_name(v.rule), (int)v.rule,
+                 st.max_err, v.max_bound);
+    attn_lse_verdict lv;
+    double top;
+    CUDA_TRY(attn_lse_verdict_gpu(r->lse_dense, r->dlg, (size_t)cfg.nseq * H * maxq, &cfg.tol, &lv, &top,
+                                  cfg.stream));
+    if (!lv.ok) {
+        say("  packed LSE: %zu values wrong, first at dense row %zu (b, h, s over the longest lengths)\n",
+            lv.bad_count, lv.worst);
+        bad = 1;
+    }
+    return bad;
+}
+
+static outcome check_packed(void) {
+    run_spec spec = default_spec(13);
+    say_header("packed", spec.seed, ATTN_LAYOUT_BSHD, ATTN_LAYOUT_BSHD, 0);
+    packed_run r;
+    memset(&r, 0, sizeof r);
+    char err[512];
+    attn_fwd_params p;
+    outcome oc = CHECK_FAIL;
+    if (attn_seqs_make(&r.seqs, cfg.nseq, cfg.lens_q, cfg.lens_k, cfg.page_size, 3, spec.seed, err, sizeof err)) {
+        say("  %s\n", err);
+    } else if (!packed_setup(&r, &p, spec.seed)) {
+        const int32_t *used = cfg.page_size > 0 ? (const int32_t *)cfg.lens_k : NULL;
+        const attn_problem_host host = {r.seqs.cu_seqlens_q, cfg.page_size ? NULL : r.seqs.cu_seqlens_k,
+                                        r.seqs.block_table, used};
+        const size_t dense = (size_t)cfg.nseq * cfg.heads * p.seqlen_q;
+        launch_result lr = LAUNCH_FAILED;
+        if (attn_problem_check(&p, &host, err, sizeof err)) {
+            say("  harness error: %s\n", err);
+        } else if (cudaMemsetAsync(r.dg, 0xff, dense * cfg.head_dim_v * 4, cfg.stream) == cudaSuccess &&
+                   cudaMemsetAsync(r.dr, 0xff, dense * cfg.head_dim_v * 4, cfg.stream) == cudaSuccess &&
+                   cudaMemsetAsync(r.dlg, 0xff, dense * 4, cfg.stream) == cudaSuccess &&
+                   !attn_ref_forward(cfg.ref, &p, ATTN_REF_GOLDEN, r.dg, r.dlg, cfg.stream, err, sizeof err) &&
+                   !attn_ref_forward(cfg.ref, &p, ATTN_REF_LOWP, r.dr, NULL, cfg.stream, err, sizeof err)) {
+            const int rc = cfg.kernel->fwd(&p, cfg.stream);
+            lr = rc == ATTN_OK ? wait_kernel(cfg.stream) : rc == ATTN_UNSUPPORTED ? LAUNCH_UNSUPPORTED : LAUNCH_FAILED;
+            if (lr == LAUNCH_UNSUPPORTED && !cfg.unsupported[0])
+                snprintf(cfg.unsupported, sizeof cfg.unsupported, "kernel '%s' returned ATTN_UNSUPPORTED for a packed batch",
+                         cfg.kernel->name);
+            if (rc != ATTN_OK && rc != ATTN_UNSUPPORTED) say("  kernel '%s' returned error code %d\n", cfg.kernel->name, rc);
+        } else {
+            say("  reference failed: %s\n", err);
+        }
+        oc = lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED
+           : lr == LAUNCH_OK          ? (packed_judge(&r, &p) ? CHECK_FAIL : CHECK_PASS)
+                                      : CHECK_FAIL;
+    }
+    packed_free(&r);
+    return oc;
+}
+
 /* What the checks of the current case found: unsupported checks, failed checks by name. */
 static int n_unsupported;
 static char failed_checks[256];
@@ -851,12 +1011,13 @@ CHECK_TEST(stream_order)
 CHECK_TEST(graph_capture)
 CHECK_TEST(interleaved)
 CHECK_TEST(launch)
+CHECK_TEST(packed)
 
 /* Every check, by name; --checks picks some (default: the correctness checks). Then the
  * kernel contract (tests labelled 'contract'), and 'launch' for the sanitizers. */
 static const char *const CHECK_NAMES[] = {
     "accuracy", "large_inputs", "unwritten", "guard_bands", "determinism", "scale", "layouts",
-    "lse", "stream_order", "graph_capture", "interleaved", "launch",
+    "lse", "stream_order", "graph_capture", "interleaved", "launch", "packed",
 };
 enum { N_CHECKS = sizeof CHECK_NAMES / sizeof CHECK_NAMES[0] };
 static const char *DEFAULT_CHECKS =
@@ -890,7 +1051,7 @@ static Suite *make_suite(const char *name, const char *checks) {
     const TTest *tests[N_CHECKS] = {
         test_accuracy,    test_large_inputs, test_unwritten,   test_guard_bands,
         test_determinism, test_scale,        test_layouts,     test_lse,
-        test_stream_order, test_graph_capture, test_interleaved, test_launch,
+        test_stream_order, test_graph_capture, test_interleaved, test_launch, test_packed,
     };
     Suite *s = suite_create(name);
     for (int i = 0; i < N_CHECKS; i++) {
@@ -906,16 +1067,19 @@ static Suite *make_suite(const char *name, const char *checks) {
 
 /* One case: a row of the cross product (or of a pairwise covering array, --pairwise) of
  * the --dtype, --head-dim, --mask, --heads-k, --window, --softcap and --shapes lists. */
+enum { MAX_SEQS = 16 }; /* sequences of a packed case */
 typedef struct {
     attn_dtype dtype;
     int head_dim, head_dim_v, causal, heads_k, window_left, window_right, seqlen_q, seqlen_k;
     float softcap;
-    char label[96]; /* fp16/d64/full/s1000, bf16/d192v128/causal/kv1/w16_0/cap30/q1k239 */
+    /* packed (a shape "QxK+QxK+..." or a page size): its sequences' lengths; else nseq 0 */
+    int nseq, page_size, lens_q[MAX_SEQS], lens_k[MAX_SEQS];
+    char label[192]; /* fp16/d64/full/s1000, bf16/d192v128/causal/kv1/w16_0/cap30/p16/q1k239+s5 */
 } test_case;
 
 typedef struct {
     const char *kernel, *plugin, *tolerance, *checks;
-    const char *lists[7]; /* dtypes, head dims, masks, KV heads, windows, softcaps, shapes */
+    const char *lists[8]; /* dtypes, head dims, masks, KV heads, windows, softcaps, page sizes, shapes */
     int in_process, pairwise, list;
     double case_timeout_s;
     test_case *cases;
@@ -933,6 +1097,14 @@ static attn_fwd_params case_shape(const test_case *c) {
     p.softmax_scale = 1.0f;
     static char stand_in[16];
     p.q = p.k = p.v = p.o = stand_in;
+    if (c->nseq) { /* what a packed case needs, for attn_kernel_lacks */
+        p.batch = c->nseq;
+        p.cu_seqlens_q = (const int32_t *)stand_in;
+        if (c->page_size > 0)
+            p.block_table = p.seqused_k = (const int32_t *)stand_in, p.page_size = c->page_size;
+        else
+            p.cu_seqlens_k = (const int32_t *)stand_in;
+    }
     return p;
 }
 
@@ -1009,6 +1181,7 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
     cfg.heads_k = c->heads_k, cfg.window_left = c->window_left, cfg.window_right = c->window_right;
     cfg.softcap = c->softcap;
     cfg.seqlen_q = c->seqlen_q, cfg.seqlen_k = c->seqlen_k;
+    cfg.nseq = c->nseq, cfg.page_size = c->page_size, cfg.lens_q = c->lens_q, cfg.lens_k = c->lens_k;
     /* the same seeds in any grouping of cases: from the kernel and the case alone */
     snprintf(cfg.seed_name, sizeof cfg.seed_name, "correctness/%s/%s", a->kernel, c->label);
     double t0 = attn_wall_s();
@@ -1022,7 +1195,7 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
         printf("CASE %s SKIPPED: %s\n", c->label, why);
         v = ATTN_CASE_SKIPPED;
     } else {
-        v = run_checks(c, a->checks, t0);
+        v = run_checks(c, c->nseq ? "packed" : a->checks, t0); /* a packed case has its own check */
     }
     cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
     cudaError_t e = cudaDeviceSynchronize();
@@ -1043,14 +1216,17 @@ static void usage(const char *why) {
             "attn_correctness: %s\n"
             "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so] --dtype fp16|bf16[,...]\n"
             "         --head-dim D|DxDV[,...] --mask full|causal[,...] --shapes QxK|S[,...] --batch B --heads H\n"
-            "         [--heads-k HK[,...]] [--window L:R[,...]] [--softcap C[,...]] [--pairwise]\n"
+            "         [--heads-k HK[,...]] [--window L:R[,...]] [--softcap C[,...]] [--page-size P[,...]]\n"
+            "         [--pairwise]\n"
             "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process] [--list]\n"
             "cases: the cross product of the lists (S = SxS; D = DxD; --heads-k defaults to --heads,\n"
             "        --window to -1:-1 (none; -1 is unbounded; causal cases keep only L), --softcap to 0\n"
             "        (off)); --pairwise: the rows of a pairwise covering array of them instead\n"
+            "packed cases: a shape QxK+QxK+... (sequences of their own lengths, 0 allowed) or a page\n"
+            "        size P > 0 (K and V in a shuffled pool of P-row pages) runs only the check 'packed'\n"
             "checks: accuracy large_inputs unwritten guard_bands determinism scale layouts lse\n"
             "        (the default), stream_order graph_capture interleaved (the kernel contract),\n"
-            "        launch (one fwd, nothing judged: for compute-sanitizer)\n"
+            "        launch (one fwd, nothing judged: for compute-sanitizer), packed (a packed case's)\n"
             "--in-process: run the cases in this process (for tools that follow one process);\n"
             "        by default a child process runs them, replaced after a crash or a hang\n"
             "--list: print the cases and exit\n",
@@ -1068,12 +1244,14 @@ static int positive_arg(const char *opt, const char *s) {
     return (int)v;
 }
 
-/* The elements of a comma-separated list into out[] (at most max, each under 32 chars). */
-static int split_list(const char *opt, const char *list, char out[][32], int max) {
+enum { ELEM = 96 }; /* the longest list element: a packed batch "QxK+QxK+..." */
+
+/* The elements of a comma-separated list into out[] (at most max, each under ELEM chars). */
+static int split_list(const char *opt, const char *list, char out[][ELEM], int max) {
     int n = 0;
     for (const char *p = list;; p++) {
         size_t len = strcspn(p, ",");
-        if (len == 0 || len >= 32 || n == max) {
+        if (len == 0 || len >= ELEM || n == max) {
             fprintf(stderr, "attn_correctness: %s: bad list '%s'\n", opt, list);
             exit(2);
         }
@@ -1115,12 +1293,35 @@ static float softcap_arg(const char *opt, const char *s) {
     return (float)v;
 }
 
-enum { AX_DTYPE, AX_DIM, AX_MASK, AX_HEADS_K, AX_WINDOW, AX_SOFTCAP, AX_SHAPE, N_AXES, MAXL = 64 };
+enum { AX_DTYPE, AX_DIM, AX_MASK, AX_HEADS_K, AX_WINDOW, AX_SOFTCAP, AX_PAGE, AX_SHAPE, N_AXES, MAXL = 64 };
 static const char *const AXIS_OPT[N_AXES] = {"--dtype", "--head-dim", "--mask", "--heads-k", "--window", "--softcap",
-                                             "--shapes"};
+                                             "--page-size", "--shapes"};
+
+/* A shape "QxK" (or "S"), or sequences "QxK+QxK+..." (a packed batch), into c; its label
+ * part ("s17", "q1k239", "q1k239+s0") at l. Returns the label's end. */
+static char *parse_shapes(test_case *c, const char *s, char *l, char *end) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0;
+    c->seqlen_q = c->seqlen_k = 0;
+    for (char *tok = strtok(buf, "+"); tok; tok = strtok(NULL, "+")) {
+        if (n == MAX_SEQS) usage("--shapes: more than 16 sequences in one packed shape");
+        int q, k;
+        parse_pair("--shapes", tok, 'x', strchr(s, '+') ? window_arg : positive_arg, &q, &k);
+        if (q < 0 || k < 0) usage("--shapes: a sequence length below 0");
+        c->lens_q[n] = q, c->lens_k[n++] = k;
+        c->seqlen_q = q > c->seqlen_q ? q : c->seqlen_q, c->seqlen_k = k > c->seqlen_k ? k : c->seqlen_k;
+        l += snprintf(l, end - l, "%s", n > 1 ? "+" : "");
+        l += q == k ? snprintf(l, end - l, "s%d", q) : snprintf(l, end - l, "q%dk%d", q, k);
+    }
+    c->nseq = n > 1 ? n : 0;
+    if (c->seqlen_q < 1) c->seqlen_q = 1; /* the maxima of a packed batch: at least one row */
+    if (c->seqlen_k < 1) c->seqlen_k = 1;
+    return l;
+}
 
 /* Case c from the axis values v[] (strings) chosen by row[]; its label names what is not off. */
-static void make_case(test_case *c, char v[N_AXES][MAXL][32], const int *row) {
+static void make_case(test_case *c, char v[N_AXES][MAXL][ELEM], const int *row) {
     if (attn_dtype_parse(v[AX_DTYPE][row[AX_DTYPE]], &c->dtype)) usage("--dtype: expected fp16 or bf16");
     parse_pair("--head-dim", v[AX_DIM][row[AX_DIM]], 'x', positive_arg, &c->head_dim, &c->head_dim_v);
     const char *m = v[AX_MASK][row[AX_MASK]];
@@ -1130,7 +1331,8 @@ static void make_case(test_case *c, char v[N_AXES][MAXL][32], const int *row) {
     parse_pair("--window", v[AX_WINDOW][row[AX_WINDOW]], ':', window_arg, &c->window_left, &c->window_right);
     if (c->causal && c->window_right > 0) c->window_right = 0; /* causal is a right bound of 0 */
     c->softcap = softcap_arg("--softcap", v[AX_SOFTCAP][row[AX_SOFTCAP]]);
-    parse_pair("--shapes", v[AX_SHAPE][row[AX_SHAPE]], 'x', positive_arg, &c->seqlen_q, &c->seqlen_k);
+    c->page_size = window_arg("--page-size", v[AX_PAGE][row[AX_PAGE]]);
+    if (c->page_size < 0) usage("--page-size: expected 0 (none) or a page size");
     char *l = c->label, *end = c->label + sizeof c->label;
     l += snprintf(l, end - l, "%s/d%d", v[AX_DTYPE][row[AX_DTYPE]], c->head_dim);
     if (c->head_dim_v != c->head_dim) l += snprintf(l, end - l, "v%d", c->head_dim_v);
@@ -1138,13 +1340,16 @@ static void make_case(test_case *c, char v[N_AXES][MAXL][32], const int *row) {
     if (c->heads_k != cfg.heads) l += snprintf(l, end - l, "kv%d/", c->heads_k);
     if (c->window_left >= 0 || c->window_right >= 0) l += snprintf(l, end - l, "w%d_%d/", c->window_left, c->window_right);
     if (c->softcap > 0) l += snprintf(l, end - l, "cap%g/", c->softcap);
-    if (c->seqlen_q == c->seqlen_k)
-        snprintf(l, end - l, "s%d", c->seqlen_q);
-    else
-        snprintf(l, end - l, "q%dk%d", c->seqlen_q, c->seqlen_k);
+    if (c->page_size > 0) l += snprintf(l, end - l, "p%d/", c->page_size);
+    parse_shapes(c, v[AX_SHAPE][row[AX_SHAPE]], l, end);
+    if (c->page_size > 0 && !c->nseq) { /* paged, one shape: cfg.batch sequences of it */
+        c->nseq = cfg.batch < MAX_SEQS ? cfg.batch : MAX_SEQS;
+        for (int b = 1; b < c->nseq; b++) c->lens_q[b] = c->lens_q[0], c->lens_k[b] = c->lens_k[0];
+    }
 }
 
 static void validate_case(const test_case *c) {
+    if (c->nseq) return; /* a packed case: check 'packed' validates its arrays before any launch */
     const attn_fwd_params p = case_shape(c);
     const attn_problem_host none = {NULL, NULL, NULL, NULL};
     char err[512];
@@ -1157,7 +1362,7 @@ static void validate_case(const test_case *c) {
 /* The cases: the cross product of the lists, in the order of the axes, or (--pairwise) the
  * rows of a pairwise covering array of them. */
 static void build_cases(args *a) {
-    static char v[N_AXES][MAXL][32];
+    static char v[N_AXES][MAXL][ELEM];
     int size[N_AXES], total = 1;
     for (int x = 0; x < N_AXES; x++) total *= size[x] = split_list(AXIS_OPT[x], a->lists[x], v[x], MAXL);
     int *rows = calloc((size_t)total * N_AXES, sizeof *rows);
@@ -1181,13 +1386,13 @@ static void build_cases(args *a) {
 static void parse_args(int argc, char **argv, args *a) {
     a->checks = DEFAULT_CHECKS;
     a->case_timeout_s = 60;
-    a->lists[AX_WINDOW] = "-1:-1", a->lists[AX_SOFTCAP] = "0";
+    a->lists[AX_WINDOW] = "-1:-1", a->lists[AX_SOFTCAP] = "0", a->lists[AX_PAGE] = "0";
     static const struct option opts[] = {
         {"name", 1, 0, 'n'},     {"kernel", 1, 0, 'k'},       {"plugin", 1, 0, 'p'},    {"dtype", 1, 0, 't'},
         {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},         {"shapes", 1, 0, 'S'},    {"batch", 1, 0, 'b'},
         {"heads", 1, 0, 'h'},    {"tolerance", 1, 0, 'T'},    {"checks", 1, 0, 'c'},    {"case-timeout", 1, 0, 'W'},
         {"in-process", 0, 0, 'I'}, {"heads-k", 1, 0, 'K'},    {"window", 1, 0, 'w'},    {"softcap", 1, 0, 'C'},
-        {"pairwise", 0, 0, 'P'}, {"list", 0, 0, 'L'}, {0, 0, 0, 0},
+        {"pairwise", 0, 0, 'P'}, {"list", 0, 0, 'L'}, {"page-size", 1, 0, 'G'}, {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1201,6 +1406,7 @@ static void parse_args(int argc, char **argv, args *a) {
         case 'K': a->lists[AX_HEADS_K] = optarg; break;
         case 'w': a->lists[AX_WINDOW] = optarg; break;
         case 'C': a->lists[AX_SOFTCAP] = optarg; break;
+        case 'G': a->lists[AX_PAGE] = optarg; break;
         case 'S': a->lists[AX_SHAPE] = optarg; break;
         case 'b': cfg.batch = positive_arg("--batch", optarg); break;
         case 'h': cfg.heads = positive_arg("--heads", optarg); break;
