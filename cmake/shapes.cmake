@@ -3,8 +3,10 @@
 #   attn_read_shapes(<file> <prefix>)
 # sets <prefix>_BATCH and <prefix>_HEADS (or <prefix>_TOKENS and <prefix>_HIDDEN), and <prefix>_CASES, a list of
 # "<dtype>:<head_dim>:<mask>:<seqlen_q>:<seqlen_k>:<shape name>" where the shape name is
-# s<S> for S_q = S_k = S and q<S_q>k<S_k> otherwise. A malformed file stops the configure
-# step with "<file>:<line>: <what was expected>".
+# s<S> for S_q = S_k = S and q<S_q>k<S_k> otherwise; <prefix>_DTYPES, _DIMS, _MASKS (the axis
+# lists), _SHAPES ("QxK,QxK,..."), and the version-2 axes _HEADS_K, _WINDOWS, _SOFTCAPS,
+# _PAGE_SIZES and _PACKED ("QxK+QxK+..." per 'sequences' line). A malformed file stops the
+# configure step with "<file>:<line>: <what was expected>".
 
 # The leading space keeps CMake from word-wrapping the message, so "<file>:<line>: ..."
 # stays on one line for editors, grep and the parser's unit tests.
@@ -200,7 +202,11 @@ function(attn_read_shapes file prefix)
   set(${prefix}_SOFTCAPS "${axis_softcap}" PARENT_SCOPE)
   set(${prefix}_PAGE_SIZES "${axis_page_size}" PARENT_SCOPE)
   set(${prefix}_PACKED "${packed}" PARENT_SCOPE)  # "QxK+QxK+..." per 'sequences' line
-  set(${prefix}_AXIS_DTYPE "${axis_dtype}" PARENT_SCOPE)
-  set(${prefix}_AXIS_HEAD_DIM "${axis_head_dim}" PARENT_SCOPE)
-  set(${prefix}_AXIS_MASK "${axis_mask}" PARENT_SCOPE)
+  # the axes as attn_correctness takes them: the lists, and the shapes as "QxK,QxK,..."
+  set(${prefix}_DTYPES "${axis_dtype}" PARENT_SCOPE)
+  set(${prefix}_DIMS "${axis_head_dim}" PARENT_SCOPE)
+  set(${prefix}_MASKS "${axis_mask}" PARENT_SCOPE)
+  list(TRANSFORM all REPLACE "^([0-9]+):([0-9]+):.*$" "\\1x\\2")
+  string(REPLACE ";" "," shape_list "${all}")
+  set(${prefix}_SHAPES "${shape_list}" PARENT_SCOPE)
 endfunction()
