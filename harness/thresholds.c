@@ -47,22 +47,32 @@ static int number(ctx *c, const char *section, const char *key, const char *valu
     return 1;
 }
 
-/* "<kernel> <dtype|*> <d64|d128|*> <full|causal|*> <lo>-<hi>" */
+static const char *const workload_names[ATTN_WORKLOAD_COUNT] = {"full", "causal", "decode", "varlen", "window"};
+
+const char *attn_workload_name(int w) { return w >= 0 && w < ATTN_WORKLOAD_COUNT ? workload_names[w] : NULL; }
+
+int attn_workload_parse(const char *s) {
+    for (int w = 0; w < ATTN_WORKLOAD_COUNT; w++)
+        if (!strcmp(s, workload_names[w])) return w;
+    return -1;
+}
+
+/* "<kernel> <dtype|*> <d64|d128|*> <workload|*> <lo>-<hi>" */
 static int parse_class(ctx *c, const char *section, attn_threshold_class *k) {
     char kernel[64], dt[16], d[16], mask[16], range[32], extra[2];
     int n = sscanf(section, "%63s %15s %15s %15s %31s %1s", kernel, dt, d, mask, range, extra);
-    const char *want = "expected [<kernel> <fp16|bf16|*> <d64|d128|*> <full|causal|*> <lo>-<hi>]";
+    const char *want = "expected [<kernel> <fp16|bf16|*> <d64|d128|*> <full|causal|decode|varlen|window|*> <lo>-<hi>]";
     if (n != 5) goto bad;
     memset(k, 0, sizeof *k);
     snprintf(k->kernel, sizeof k->kernel, "%s", kernel);
     snprintf(k->section, sizeof k->section, "%s", section);
-    k->min_speedup_cudnn = NAN;
+    k->min_speedup_reference = k->min_speedup_cudnn = NAN;
     k->dtype = !strcmp(dt, "*") ? -1 : !strcmp(dt, "fp16") ? ATTN_F16 : !strcmp(dt, "bf16") ? ATTN_BF16 : -2;
     if (k->dtype == -2) goto bad;
     if (!strcmp(d, "*")) k->head_dim = 0;
     else if (sscanf(d, "d%d", &k->head_dim) != 1 || k->head_dim <= 0) goto bad;
-    k->causal = !strcmp(mask, "*") ? -1 : !strcmp(mask, "full") ? 0 : !strcmp(mask, "causal") ? 1 : -2;
-    if (k->causal == -2) goto bad;
+    k->workload = !strcmp(mask, "*") ? -1 : attn_workload_parse(mask);
+    if (k->workload == -1 && strcmp(mask, "*")) goto bad;
     if (sscanf(range, "%d-%d", &k->s_lo, &k->s_hi) != 2 || k->s_lo < 1 || k->s_hi < k->s_lo) goto bad;
     return 1;
 bad:
@@ -151,7 +161,11 @@ static int load(const char *path, attn_thresholds *t, char *err, size_t errlen) 
         }
     for (int i = 0; i < t->nclasses; i++) {
         unsigned s = t->classes[i].seen;
-        const char *missing = !(s & K_SPEEDUP_REF) ? "min_speedup_reference" : !(s & K_ROOFLINE) ? "min_roofline" : NULL;
+        const int w = t->classes[i].workload; /* the cuBLAS baseline runs the dense workloads only */
+        const int has_reference = w == -1 || w == ATTN_WORKLOAD_FULL || w == ATTN_WORKLOAD_CAUSAL;
+        const char *missing = has_reference && !(s & K_SPEEDUP_REF) ? "min_speedup_reference"
+                            : !(s & K_ROOFLINE)                     ? "min_roofline"
+                                                                    : NULL;
         if (missing) {
             attn_threshold_class *k = &t->classes[i];
             snprintf(err, errlen, "%s: section [%s] lacks %s", path, k->section, missing);
@@ -168,14 +182,14 @@ int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t
 }
 
 const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,
-                                                 attn_dtype dtype, int head_dim, int causal,
+                                                 attn_dtype dtype, int head_dim, int workload,
                                                  int seqlen) {
     for (int i = 0; i < t->nclasses; i++) {
         const attn_threshold_class *k = &t->classes[i];
         if (strcmp(k->kernel, kernel)) continue;
         if (k->dtype != -1 && k->dtype != (int)dtype) continue;
         if (k->head_dim && k->head_dim != head_dim) continue;
-        if (k->causal != -1 && k->causal != causal) continue;
+        if (k->workload != -1 && k->workload != workload) continue;
         if (seqlen < k->s_lo || seqlen > k->s_hi) continue;
         return k;
     }

@@ -6,13 +6,31 @@
 #include <stddef.h>
 #include "attn_abi.h"
 
+/* What a benchmark measures: the dense matrix's two masks (shapes/benchmark.txt), or one of
+ * version 2's workloads (shapes/benchmark_v2.txt). A class's fourth word. */
+typedef enum {
+    ATTN_WORKLOAD_FULL = 0,
+    ATTN_WORKLOAD_CAUSAL = 1,
+    ATTN_WORKLOAD_DECODE,  /* a few queries per sequence against a long, paged KV cache */
+    ATTN_WORKLOAD_VARLEN,  /* a packed batch of prefill sequences of mixed lengths */
+    ATTN_WORKLOAD_WINDOW,  /* sliding-window prefill */
+    ATTN_WORKLOAD_COUNT
+} attn_workload;
+
+/* "full", "causal", "decode", "varlen", "window"; NULL past the end */
+const char *attn_workload_name(int w);
+/* the workload named s, or -1 */
+int attn_workload_parse(const char *s);
+
 typedef struct {
     char kernel[64];
     int dtype;                 /* attn_dtype, or -1 for any */
     int head_dim;              /* 0 for any */
-    int causal;                /* 0, 1, or -1 for any */
-    int s_lo, s_hi;            /* seqlen range, inclusive */
-    double min_speedup_reference;
+    int workload;              /* attn_workload, or -1 for any */
+    int s_lo, s_hi;            /* seqlen range, inclusive (decode: the cache length; varlen:
+                                  the longest sequence) */
+    double min_speedup_reference; /* NAN when not set: only the dense workloads have the
+                                     cuBLAS baseline, and require it */
     double min_speedup_cudnn;  /* NAN when not set */
     double min_roofline;       /* fraction of the roofline, 0..1 */
     char section[128];         /* the section's text, to name it in messages */
@@ -31,14 +49,15 @@ typedef struct {
 void attn_gpu_slug(const char *name, char *out, size_t outlen);
 
 /* Loads and validates a thresholds file: every peak is required (a missing peak is an
- * error, not a zero); each class needs min_speedup_reference and min_roofline. Returns 0,
+ * error, not a zero); each class needs min_roofline, and min_speedup_reference unless it
+ * covers only version 2's workloads (which have no cuBLAS baseline). Returns 0,
  * or non-zero with "path:line: what was expected" in err. */
 int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t errlen);
 void attn_thresholds_free(attn_thresholds *t);
 
 /* The first class (in file order) that covers the case, or NULL. */
 const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,
-                                                 attn_dtype dtype, int head_dim, int causal,
+                                                 attn_dtype dtype, int head_dim, int workload,
                                                  int seqlen);
 
 #endif

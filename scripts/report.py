@@ -38,8 +38,13 @@ def junit_counts(root):
     return counts, failed
 
 
+def workload(t):
+    """full, causal, or version 2's decode, varlen, window (results before them: by the mask)"""
+    return t.get("workload") or ("causal" if t["causal"] else "full")
+
+
 def config(t):
-    return f"{t['dtype']} d{t['head_dim']} {'causal' if t['causal'] else 'full'}"
+    return f"{t['dtype']} d{t['head_dim']} {workload(t)}"
 
 
 def plots(doc, peers, out):
@@ -60,9 +65,9 @@ def plots(doc, peers, out):
     markers = {}
     for t in tests + [p for p in (peers or []) if p.get("kernel_timing")]:
         x = t["flops"] / t["bytes"]
-        key = (t["kernel"], t["causal"])
+        key = (t["kernel"], workload(t))
         if key not in markers:
-            markers[key] = ax.scatter([], [], s=18, label=f"{t['kernel']} {'causal' if t['causal'] else 'full'}")
+            markers[key] = ax.scatter([], [], s=18, label=f"{t['kernel']} {workload(t)}")
         ax.scatter([x], [t["tflops"]], s=18, color=markers[key].get_facecolor()[0] if len(markers[key].get_facecolor()) else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -77,6 +82,8 @@ def plots(doc, peers, out):
 
     series = collections.defaultdict(list)
     for t in tests:
+        if workload(t) not in ("full", "causal"):  # the speedup plot's x axis is S = S_q = S_k
+            continue
         b = t["baselines"]
         series[(t["kernel"], config(t), "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
         if b["cudnn"].get("available"):
@@ -145,7 +152,8 @@ def main():
         cud = f"{b['cudnn']['speedup']:.3f}" if b["cudnn"].get("available") else "n/a"
         p = prev.get(t["test"], {}).get("kernel_timing")
         vs = f"{kt['median_ms'] / p['median_ms']:.3f}x" if p else ""
-        lines.append(f"| {t['test']} | {kt['median_ms']:.4f} | {t['tflops']:.1f} | {b['reference']['speedup']:.2f} | "
+        ref = f"{b['reference']['speedup']:.2f}" if "reference" in b else "n/a"
+        lines.append(f"| {t['test']} | {kt['median_ms']:.4f} | {t['tflops']:.1f} | {ref} | "
                      f"{cud} | {100 * t['roofline_efficiency']:.1f}% | {t['verdict']} | {vs} |")
     path = os.path.join(a.out, "report.md")
     with open(path + ".tmp", "w") as f:

@@ -54,6 +54,7 @@ TEST_TYPES = {
     "baselines.cudnn.speedup_ci": LIST, "baselines.cudnn.reason": STR, "baselines.cudnn.kind": STR,
     "baselines.cudnn.version": INT, "baselines.cudnn.timing": OBJ,
     **{"baselines.cudnn.timing." + k: t for k, t in TIMING.items()},
+    "workload": STR, "heads_k": INT, "page_size": INT, "window": LIST, "sequences": LIST,
     "thresholds": OBJ, "launches": OBJ, "launches.available": BOOL, "launches.count": INT,
     "launches.each": LIST, "verdict": STR, "reason": STR, "phases_s": OBJ, "phases_s.*": NUM,
 }

@@ -4,14 +4,15 @@ at least one correctness check somewhere in the selftest matrix, and every corre
 (the built-ins and the plugin's controls, broken_none and broken_v2_none) must pass all of it.
 
     scripts/selftest.py --correctness BIN --lister BIN --plugin LIB --builtins a,b
-        --shapes shapes/selftest.txt [--features shapes/features.txt] --tolerance FILE
-        [--out DIR] [--jobs 8]
+        --shapes shapes/selftest.txt [--features shapes/features.txt]
+        [--packed shapes/packed.txt] --tolerance FILE [--out DIR] [--jobs 8]
 
 The matrix: shapes/selftest.txt, one attn_correctness process per (dtype, head dim, mask),
 and with --features the version-2 features matrix (shapes/features.txt), one process per
 kernel running the rows of its pairwise covering array with the correctness checks, as the
-features/<kernel> tests do. A kernel without a feature reports those cases not supported,
-without a launch.
+features/<kernel> tests do, and with --packed the packed batches (shapes/packed.txt: varlen,
+paged, seqused_k), their pairwise rows with the check 'packed', as packed/<kernel> does. A
+kernel without a feature reports those cases not supported, without a launch.
 
 Prints the kill matrix (kernel x check: in how many cases that check failed) and
 writes it to DIR/selftest-kill-matrix.{json,md}. Exit 0 when every broken kernel is caught
@@ -31,6 +32,9 @@ import sys
 CORRECTNESS_CHECKS = ["accuracy", "large_inputs", "unwritten", "guard_bands", "determinism", "scale", "layouts",
                       "lse"]
 CHECKS = CORRECTNESS_CHECKS + ["stream_order", "graph_capture", "interleaved"]
+# the kill matrix's columns: every check, and the packed batches' own ('packed': only a packed
+# case runs it, and a packed case runs only it)
+ALL_CHECKS = CHECKS + ["packed"]
 # a timeout fixture, a speed fixture, a resources fixture, a race only racecheck sees
 # (sanitize/racecheck), a benchmark cheat (the benchmark's invalid-measurement verdict)
 NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big", "broken_race",
@@ -42,13 +46,14 @@ CONTROLS = {"broken_none", "broken_v2_none"}
 
 # a shapes file's keys that list values (batch and heads take one); the version-2 axes as
 # attn_correctness takes them
-LIST_KEYS = ("dtype", "head_dim", "mask", "seqlen", "heads_k", "window", "softcap")
-V2_OPTIONS = {"heads_k": "--heads-k", "window": "--window", "softcap": "--softcap"}
+LIST_KEYS = ("dtype", "head_dim", "mask", "seqlen", "heads_k", "window", "softcap", "page_size")
+V2_OPTIONS = {"heads_k": "--heads-k", "window": "--window", "softcap": "--softcap", "page_size": "--page-size"}
 
 
 def read_matrix(path):
     """A shapes file (correctness.txt's format, head dims D or DxDV) as its axes {key: [values]}
-    and its shapes ["QxK", ...]: each seqlen S as SxS, then the shape lines."""
+    and its shapes ["QxK", ...]: each seqlen S as SxS, then the shape lines, then each
+    sequences line as one packed batch "QxK+QxK+..."."""
     axes, shapes = {}, []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -57,6 +62,8 @@ def read_matrix(path):
                 continue
             if w[0] == "shape":
                 shapes.append(f"{w[1]}x{w[2]}")
+            elif w[0] == "sequences":
+                shapes.append("+".join(w[1:]))
             elif w[0] in LIST_KEYS + ("batch", "heads"):
                 axes[w[0]] = w[1:]
             else:
@@ -91,6 +98,12 @@ def read_features(path):
              "--mask", ",".join(axes["mask"])] + common_args(axes, shapes))
 
 
+def read_packed(path):
+    """The packed batches as one group: the pairwise rows of their axes, check 'packed'."""
+    name, prefix, _, args = read_features(path)
+    return ("packed", "packed/", ["packed"], args)
+
+
 CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)(?: (\S+))?", re.M)
 
 
@@ -110,7 +123,7 @@ def run_group(a, kernel, plugin, group):
     for label, verdict, failed_what in CASE_LINE.findall(out):
         failed = []
         if verdict == "FAILED":
-            failed = [c for c in failed_what.split(",") if c in CHECKS] or ["crash_or_timeout"]
+            failed = [c for c in failed_what.split(",") if c in ALL_CHECKS] or ["crash_or_timeout"]
         elif verdict == "NOT_RUN":
             failed = ["crash_or_timeout"]
         # selftest/<kernel>/<dtype>/d<D>/<mask>/<shape>, or selftest/<kernel>/features/<label>
@@ -125,12 +138,14 @@ def main():
     for opt in ("--correctness", "--lister", "--plugin", "--shapes", "--tolerance"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--features", help="the version-2 features matrix (shapes/features.txt), run pairwise")
+    ap.add_argument("--packed", help="the packed batches (shapes/packed.txt), run pairwise")
     ap.add_argument("--builtins", default="")
     ap.add_argument("--out", default=".")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per group of cases")
     a = ap.parse_args()
-    groups = read_shapes(a.shapes) + ([read_features(a.features)] if a.features else [])
+    groups = read_shapes(a.shapes) + ([read_features(a.features)] if a.features else []) + (
+        [read_packed(a.packed)] if a.packed else [])
     listed = subprocess.run([a.lister, a.plugin], capture_output=True, text=True)
     if listed.returncode:
         sys.exit(f"selftest: {listed.stderr.strip()}")
@@ -147,7 +162,7 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         for (k, _, _), (cases, _, _) in zip(jobs, pool.map(lambda j: run_group(a, *j), jobs)):
             results.setdefault(k, []).extend(cases)
-    columns = CHECKS + ["crash_or_timeout"]
+    columns = ALL_CHECKS + ["crash_or_timeout"]
     matrix, ok = {}, True
     lines = ["| kernel | cases failed | " + " | ".join(columns) + " | verdict |",
              "| --- | ---: | " + " | ".join("---:" for _ in columns) + " | --- |"]
@@ -164,7 +179,7 @@ def main():
         matrix[k] = {"cases": len(rs), "cases_failed": n_failed, "checks": counts, "verdict": verdict,
                      "failed_tests": [n for n, f in rs if f]}
         lines.append(f"| {k} | {n_failed}/{len(rs)} | " + " | ".join(str(counts[c]) for c in columns) + f" | {verdict} |")
-    silent = [c for c in CHECKS if not any(matrix[k]["checks"][c] for k in broken if k not in CONTROLS)]
+    silent = [c for c in ALL_CHECKS if not any(matrix[k]["checks"][c] for k in broken if k not in CONTROLS)]
     table = "\n".join(lines)
     print(table)
     print(f"\nchecks that caught nothing: {', '.join(silent) or 'none'}")

@@ -5,8 +5,10 @@
 
 Each RUN is a results file (results/<gpu>/<date>-<commit>.json) or a folder of one run's
 per-test fragments (an interrupted run's). For every benchmark of that kernel it writes one
-class section [<kernel> <dtype> d<D> <full|causal> <S>-<S>] whose minimum for each figure
-(speedup vs the cuBLAS reference, vs cuDNN where it ran, roofline efficiency) is
+class section [<kernel> <dtype> d<D> <workload> <S>-<S>] (workload full or causal for the dense
+matrix, S = S_q = S_k; decode, varlen or window for version 2's, S the longest sequence's
+keys) whose minimum for each figure (speedup vs the cuBLAS reference, dense matrix only; vs
+cuDNN where it ran; roofline efficiency) is
 
     margin x lowest measured x (lowest / highest)
 
@@ -31,8 +33,19 @@ from results_schema import load_fragment, load_results
 PROG = "set_thresholds"
 # what a test's section is made of: its class, and the figures of a test that has baselines
 NEEDED = {"test": ["test", "kernel"],
-          "when": {"baselines": ["dtype", "head_dim", "causal", "seqlen_q", "roofline_efficiency",
-                                 "baselines.reference.speedup", "baselines.cudnn"]}}
+          "when": {"baselines": ["dtype", "head_dim", "causal", "seqlen_q", "seqlen_k", "roofline_efficiency",
+                                 "baselines.cudnn"]}}
+DENSE = ("full", "causal")  # the workloads with the cuBLAS baseline (version 2's have none)
+
+
+def workload(t):
+    return t.get("workload") or ("causal" if t["causal"] else "full")
+
+
+def class_seqlen(t):
+    """The length a class's range covers: S for the dense matrix, else the longest
+    sequence's keys (attn_benchmark's rule)."""
+    return t["seqlen_q"] if workload(t) in DENSE else t["seqlen_k"]
 
 
 def slug(name):
@@ -66,21 +79,21 @@ def main():
     if not os.path.exists(path):
         sys.exit(f"set_thresholds: {path} does not exist: run attn_calibrate --write on this GPU first")
     def figures(t):
-        f = {"min_speedup_reference": t["baselines"]["reference"]["speedup"],
-             "min_roofline": t["roofline_efficiency"]}
+        f = {"min_roofline": t["roofline_efficiency"]}
+        if workload(t) in DENSE:
+            f["min_speedup_reference"] = t["baselines"]["reference"]["speedup"]
         if t["baselines"]["cudnn"].get("available"):
             f["min_speedup_cudnn"] = t["baselines"]["cudnn"]["speedup"]
         return f
 
     sections = []
     names = sorted({n for r in runs for n in r},
-                   key=lambda n: next((r[n]["dtype"], r[n]["head_dim"], r[n]["causal"], r[n]["seqlen_q"])
-                                      for r in runs if n in r))
+                   key=lambda n: next((r[n]["dtype"], r[n]["head_dim"], workload(r[n]) not in DENSE, workload(r[n]),
+                                       class_seqlen(r[n])) for r in runs if n in r))
     for name in names:
         seen = [figures(r[name]) for r in runs if name in r]
         t = next(r[name] for r in runs if name in r)
-        lines = [f"[{a.kernel} {t['dtype']} d{t['head_dim']} {'causal' if t['causal'] else 'full'} "
-                 f"{t['seqlen_q']}-{t['seqlen_q']}]"]
+        lines = [f"[{a.kernel} {t['dtype']} d{t['head_dim']} {workload(t)} {class_seqlen(t)}-{class_seqlen(t)}]"]
         for key in ("min_speedup_reference", "min_speedup_cudnn", "min_roofline"):
             vals = [f[key] for f in seen if key in f]
             if len(vals) == len(seen):  # cuDNN's minimum only where it ran every time

@@ -826,9 +826,11 @@ static outcome check_launch(void) {
 
 /* 13. a packed batch (attn_abi.h's varlen layout): sequences of their own lengths (0
  * included), queries packed by cu_seqlens_q, K and V packed by cu_seqlens_k or in a shuffled
- * pool of pages read through a block table (seqused_k their filled length). The kernel's
- * packed O and LSE are unpacked on the GPU into the reference's dense layout and judged by
- * the same rules. */
+ * pool of pages read through a block table (seqused_k their filled length). A batch whose
+ * sequences all have the same number of queries (a decode batch) gives Q, O and the LSE
+ * dense instead (no cu_seqlens_q): the memory is the same rows, so only the problem and the
+ * LSE's index differ. The kernel's O and LSE are unpacked on the GPU into the reference's
+ * dense layout and judged by the same rules. */
 typedef struct {
     attn_seqs seqs;
     void *q, *k, *v, *o, *o_dense;
@@ -841,6 +843,13 @@ static void packed_free(packed_run *r) {
                    r->cu_q, r->cu_k, r->table, r->used};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
     attn_seqs_free(&r->seqs);
+}
+
+/* Q dense: every sequence has the same number of queries, at least one */
+static int packed_q_dense(int nseq, const int *lens_q) {
+    for (int b = 1; b < nseq; b++)
+        if (lens_q[b] != lens_q[0]) return 0;
+    return nseq > 0 && lens_q[0] > 0;
 }
 
 /* n int32 from the host into a new device array */
@@ -897,7 +906,10 @@ static int packed_setup(packed_run *r, attn_fwd_params *p, uint64_t seed) {
     p->o_head_stride = DV, p->o_row_stride = (int64_t)H * DV;
     p->k_head_stride = D, p->k_row_stride = (int64_t)HK * D;
     p->v_head_stride = DV, p->v_row_stride = (int64_t)HK * DV;
-    p->cu_seqlens_q = r->cu_q;
+    if (packed_q_dense(cfg.nseq, cfg.lens_q)) /* rows b * S_q + i: the same memory */
+        p->q_batch_stride = maxq * p->q_row_stride, p->o_batch_stride = maxq * p->o_row_stride;
+    else
+        p->cu_seqlens_q = r->cu_q;
     if (paged) {
         p->block_table = r->table, p->block_table_stride = sq->block_table_stride;
         p->page_size = cfg.page_size, p->num_pages = sq->num_pages, p->seqused_k = r->used;
@@ -914,7 +926,11 @@ static int packed_judge(packed_run *r, const attn_fwd_params *p) {
     const int H = cfg.heads, DV = cfg.head_dim_v, maxq = p->seqlen_q;
     CUDA_TRY(attn_unpack_rows(r->o, cfg.dtype, r->cu_q, cfg.nseq, H, maxq, DV, p->o_row_stride, p->o_head_stride,
                               r->o_dense, r->dg, r->dr, cfg.stream));
-    CUDA_TRY(attn_unpack_lse(r->lse, r->cu_q, cfg.nseq, H, maxq, r->lse_dense, r->dlg, cfg.stream));
+    if (p->cu_seqlens_q) /* else the LSE is dense already */
+        CUDA_TRY(attn_unpack_lse(r->lse, r->cu_q, cfg.nseq, H, maxq, r->lse_dense, r->dlg, cfg.stream));
+    else
+        CUDA_TRY(cudaMemcpyAsync(r->lse_dense, r->lse, (size_t)cfg.nseq * H * maxq * 4, cudaMemcpyDeviceToDevice,
+                                 cfg.stream));
     attn_fwd_params view;
     attn_params_clear(&view, H);
     view.dtype = cfg.dtype, view.batch = cfg.nseq, view.seqlen_q = maxq, view.seqlen_k = 1;
@@ -951,7 +967,8 @@ static outcome check_packed(void) {
         say("  %s\n", err);
     } else if (!packed_setup(&r, &p, spec.seed)) {
         const int32_t *used = cfg.page_size > 0 ? (const int32_t *)cfg.lens_k : NULL;
-        const attn_problem_host host = {r.seqs.cu_seqlens_q, cfg.page_size ? NULL : r.seqs.cu_seqlens_k,
+        const attn_problem_host host = {p.cu_seqlens_q ? r.seqs.cu_seqlens_q : NULL,
+                                        cfg.page_size ? NULL : r.seqs.cu_seqlens_k,
                                         r.seqs.block_table, used};
         const size_t dense = (size_t)cfg.nseq * cfg.heads * p.seqlen_q;
         launch_result lr = LAUNCH_FAILED;
@@ -1099,7 +1116,7 @@ static attn_fwd_params case_shape(const test_case *c) {
     p.q = p.k = p.v = p.o = stand_in;
     if (c->nseq) { /* what a packed case needs, for attn_kernel_lacks */
         p.batch = c->nseq;
-        p.cu_seqlens_q = (const int32_t *)stand_in;
+        if (!packed_q_dense(c->nseq, c->lens_q)) p.cu_seqlens_q = (const int32_t *)stand_in;
         if (c->page_size > 0)
             p.block_table = p.seqused_k = (const int32_t *)stand_in, p.page_size = c->page_size;
         else

@@ -108,6 +108,35 @@ START_TEST(class_lacks_key) {
     expect_error(text, "%s: section [simple * * * 1-8] lacks min_speedup_reference");
 }
 END_TEST
+/* Version 2's workloads are a class's fourth word; they have no cuBLAS baseline, so their
+ * classes may omit min_speedup_reference (a class of a dense mask, or of any, may not). */
+START_TEST(workload_classes) {
+    char text[1024];
+    snprintf(text, sizeof text, "%s[k bf16 d128 decode 4096-131072]\nmin_roofline = 0.7\nmin_speedup_cudnn = 1\n"
+             "[k * * window 1-8192]\nmin_roofline = 0.2\n[k * * causal 1-8192]\nmin_speedup_reference = 2\n"
+             "min_roofline = 0.3\n", HEAD);
+    attn_thresholds t;
+    char err[512];
+    ck_assert_msg(attn_thresholds_load(write_file(text), &t, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192);
+    ck_assert_ptr_eq(k, &t.classes[0]);
+    ck_assert(isnan(k->min_speedup_reference));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_F16, 128, ATTN_WORKLOAD_DECODE, 8192));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_VARLEN, 8192));
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_F16, 64, ATTN_WORKLOAD_WINDOW, 4096), &t.classes[1]);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_F16, 64, ATTN_WORKLOAD_CAUSAL, 4096), &t.classes[2]);
+    attn_thresholds_free(&t);
+    ck_assert_str_eq(attn_workload_name(ATTN_WORKLOAD_VARLEN), "varlen");
+    ck_assert_int_eq(attn_workload_parse("window"), ATTN_WORKLOAD_WINDOW);
+    ck_assert_int_eq(attn_workload_parse("prefill"), -1);
+    ck_assert_ptr_null(attn_workload_name(ATTN_WORKLOAD_COUNT));
+    snprintf(text, sizeof text, "%s[k * * full 1-8]\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s: section [k * * full 1-8] lacks min_speedup_reference");
+    snprintf(text, sizeof text, "%s[k * * prefill 1-8]\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s:8: section [k * * prefill 1-8]: expected [<kernel>");
+}
+END_TEST
 START_TEST(roofline_above_one) {
     char text[512];
     snprintf(text, sizeof text, "%s[simple * * * 1-8]\nmin_speedup_reference = 1\nmin_roofline = 80\n", HEAD);
@@ -265,6 +294,7 @@ int main(void) {
     tcase_add_test(th, zero_peak);
     tcase_add_test(th, bad_class);
     tcase_add_test(th, class_lacks_key);
+    tcase_add_test(th, workload_classes);
     tcase_add_test(th, roofline_above_one);
     tcase_add_test(th, unknown_key);
     tcase_add_test(th, shipped_files_load);

@@ -1,6 +1,6 @@
 /* libattn_broken, version 2: deliberately broken kernels of version 2's features (grouped KV
- * heads, windows, softcap, head_dim_v). Each kernel is one known bug in an otherwise correct
- * kernel; "broken_v2_none" is the same template with no bug, a control that must pass
+ * heads, windows, softcap, head_dim_v, packed and paged layouts, seqused_k). Each kernel is
+ * one known bug in an otherwise correct kernel; "broken_v2_none" is the same template with no bug, a control that must pass
  * everything (so a failure of the others comes from their bug, not from this copy).
  *
  * The algorithm is a private copy of kernels/simple's version 2 (one warp per query row,
@@ -28,6 +28,13 @@ enum {
     BUG_SOFTCAP_AFTER_MASK,    /* masked scores (-inf) softcapped to -softcap: weight > 0 */
     BUG_SOFTCAP_IGNORED,       /* softcap never applied */
     BUG_HEAD_DIM_V_AS_D,       /* V and O columns looped to head_dim, not head_dim_v */
+    BUG_VARLEN_NEIGHBOUR_KEYS, /* packed K: every sequence reads seqlen_k (the longest) keys,
+                                  running into its neighbour's */
+    BUG_VARLEN_LSE_DENSE,      /* packed Q: LSE written at the dense [batch][heads][seqlen_q]
+                                  index, not [heads][total_q] */
+    BUG_PAGE_64,               /* paged: page boundary assumed at 64 rows, not page_size */
+    BUG_PAGES_CONTIGUOUS,      /* paged: a sequence's pages assumed consecutive from its first */
+    BUG_SEQUSED_IGNORED,       /* seqused_k never read: every key of the sequence's pages */
 };
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
@@ -59,8 +66,13 @@ __device__ __forceinline__ int64_t row_offset(const int32_t *cu, int b, int h, i
 }
 
 /* Offset of key/value row j from its head's first row: through the block table when paged. */
+template <int BUG>
 __device__ __forceinline__ int64_t kv_row(const int32_t *pages, int page_size, int64_t j,
                                           int64_t page_stride, int64_t row_stride) {
+    if constexpr (BUG == BUG_PAGE_64) page_size = 64; /* BUG: the boundary of one common size */
+    if constexpr (BUG == BUG_PAGES_CONTIGUOUS)        /* BUG: pages taken in order from the first */
+        if (pages != nullptr)
+            return (pages[0] + (int64_t)j / page_size) * page_stride + (int64_t)((int)j % page_size) * row_stride;
     if (pages != nullptr)
         return pages[(int)j / page_size] * page_stride + (int64_t)((int)j % page_size) * row_stride;
     return j * row_stride;
@@ -83,8 +95,9 @@ broken_v2_kernel(const attn_fwd_params p) {
 
     const int sq = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] : p.seqlen_q;
     if (i >= sq) return;
-    int sk = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
-    if (p.seqused_k) sk = min(sk, max(p.seqused_k[b], 0));
+    int sk = p.cu_seqlens_k && BUG != BUG_VARLEN_NEIGHBOUR_KEYS /* BUG: the longest length */
+                 ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
+    if (p.seqused_k && BUG != BUG_SEQUSED_IGNORED) sk = min(sk, max(p.seqused_k[b], 0));
 
     /* Visible keys lo..hi: -window_left <= j - (i + sk - sq) <= window_right, 0 <= j < sk. */
     int64_t diag = (int64_t)i + sk - sq; /* the key aligned with query i */
@@ -125,8 +138,8 @@ broken_v2_kernel(const attn_fwd_params p) {
     /* Online softmax: m = max score so far, l = sum exp(s - m), acc = sum exp(s - m) * v. */
     float m = -INFINITY, l = 0.f;
     for (int64_t j = first; j <= last; ++j) {
-        const T *kj = k + kv_row(pages, p.page_size, j, p.k_batch_stride, p.k_row_stride);
-        const T *vj = v + kv_row(pages, p.page_size, j, p.v_batch_stride, p.v_row_stride);
+        const T *kj = k + kv_row<BUG>(pages, p.page_size, j, p.k_batch_stride, p.k_row_stride);
+        const T *vj = v + kv_row<BUG>(pages, p.page_size, j, p.v_batch_stride, p.v_row_stride);
         float s = 0.f;
 #pragma unroll
         for (int e = 0; e < E; ++e)
@@ -153,7 +166,7 @@ broken_v2_kernel(const attn_fwd_params p) {
     for (int e = 0; e < E; ++e)
         if (e * 32 + lane < Dv) o[e * 32 + lane] = from_float<T>(any ? acc[e] / l : 0.f);
     if (p.lse != nullptr && lane == 0) {
-        const int64_t at = p.cu_seqlens_q
+        const int64_t at = p.cu_seqlens_q && BUG != BUG_VARLEN_LSE_DENSE /* BUG: dense index */
             ? (int64_t)h * p.cu_seqlens_q[p.batch] + p.cu_seqlens_q[b] + i
             : row;
         p.lse[at] = any ? m + logf(l) : -INFINITY;
@@ -211,6 +224,11 @@ const attn_kernel table[] = {
     { "broken_softcap_after_mask", broken_v2_fwd<BUG_SOFTCAP_AFTER_MASK>, kAllCaps, 0, nullptr },
     { "broken_softcap_ignored", broken_v2_fwd<BUG_SOFTCAP_IGNORED>, kAllCaps, 0, nullptr },
     { "broken_head_dim_v_as_d", broken_v2_fwd<BUG_HEAD_DIM_V_AS_D>, kAllCaps, 0, nullptr },
+    { "broken_varlen_neighbour_keys", broken_v2_fwd<BUG_VARLEN_NEIGHBOUR_KEYS>, kAllCaps, 0, nullptr },
+    { "broken_varlen_lse_dense", broken_v2_fwd<BUG_VARLEN_LSE_DENSE>, kAllCaps, 0, nullptr },
+    { "broken_page_64", broken_v2_fwd<BUG_PAGE_64>, kAllCaps, 0, nullptr },
+    { "broken_pages_contiguous", broken_v2_fwd<BUG_PAGES_CONTIGUOUS>, kAllCaps, 0, nullptr },
+    { "broken_seqused_ignored", broken_v2_fwd<BUG_SEQUSED_IGNORED>, kAllCaps, 0, nullptr },
 };
 
 } // namespace
