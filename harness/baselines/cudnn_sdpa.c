@@ -31,6 +31,7 @@ enum { /* cudnnDataType_t */
     CUDNN_DATA_HALF = 2,
     CUDNN_DATA_INT32 = 4,
     CUDNN_DATA_BFLOAT16 = 9,
+    CUDNN_DATA_INT64 = 10,
     CUDNN_DATA_BOOLEAN = 11,
 };
 
@@ -41,7 +42,11 @@ enum { /* cudnnPointwiseMode_t */
     CUDNN_POINTWISE_SUB = 9,
     CUDNN_POINTWISE_EXP = 13,
     CUDNN_POINTWISE_LOG = 15,
+    CUDNN_POINTWISE_TANH_FWD = 101,
+    CUDNN_POINTWISE_CMP_GT = 302,
     CUDNN_POINTWISE_CMP_GE = 303,
+    CUDNN_POINTWISE_CMP_LT = 304,
+    CUDNN_POINTWISE_LOGICAL_AND = 400,
     CUDNN_POINTWISE_GEN_INDEX = 501,
     CUDNN_POINTWISE_BINARY_SELECT = 601,
 };
@@ -85,6 +90,7 @@ enum { /* cudnnBackendDescriptorType_t */
     CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR = 19,
     CUDNN_BACKEND_REDUCTION_DESCRIPTOR = 21,
     CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR = 22,
+    CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR = 35,
     CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR = 41,
 };
 
@@ -117,6 +123,7 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_TENSOR_UNIQUE_ID = 906,
     CUDNN_ATTR_TENSOR_IS_VIRTUAL = 907,
     CUDNN_ATTR_TENSOR_IS_BY_VALUE = 908,
+    CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC = 913,
     CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS = 1000,
     CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS = 1001,
     CUDNN_ATTR_VARIANT_PACK_WORKSPACE = 1003,
@@ -125,11 +132,18 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_OPERATION_MATMUL_BDESC = 1521,
     CUDNN_ATTR_OPERATION_MATMUL_CDESC = 1522,
     CUDNN_ATTR_OPERATION_MATMUL_DESC = 1523,
+    CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC = 1525,
+    CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC = 1526,
+    CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC = 1527,
     CUDNN_ATTR_REDUCTION_OPERATOR = 1600,
     CUDNN_ATTR_REDUCTION_COMP_TYPE = 1601,
     CUDNN_ATTR_OPERATION_REDUCTION_XDESC = 1610,
     CUDNN_ATTR_OPERATION_REDUCTION_YDESC = 1611,
     CUDNN_ATTR_OPERATION_REDUCTION_DESC = 1612,
+    CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_CONTAINER_DESC = 1950,
+    CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_YDESC = 1951,
+    CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_SEQUENCE_DESC = 1952,
+    CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC = 1953,
     CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC = 2800,
     CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC = 2801,
     CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC = 2802,
@@ -167,15 +181,27 @@ struct attn_cudnn {
     cudnn_fns f;
     char requested[1024];  /* the name dlopen was given */
     const char *chosen_by; /* which setting chose it */
+    /* the two helper kernels (aux_ptx below), loaded by the first plan that needs them */
+    cudaLibrary_t aux;
+    cudaKernel_t k_lens, k_fix;
 };
 
 /* ---- plan ------------------------------------------------------------------------- */
 
-/* ROLE_LSE: the statistics bound to p->lse itself (want_lse, not sliced); ROLE_STATS: to the
- * plan's scratch */
-enum { ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_SCALE, ROLE_NEG_INF, ROLE_SKV, ROLE_SQ, ROLE_STATS, ROLE_LSE };
-enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_SCALE, UID_NEG_INF, UID_SKV, UID_SQ, UID_STATS };
-enum { MAX_UIDS = 12, MAX_OPS = 24, MAX_ENGINE_CFGS = 64 };
+/* ROLE_LSE: the statistics bound to p->lse itself (want_lse, not sliced, not packed);
+ * ROLE_STATS: to the plan's scratch. ROLE_SEQ_Q/KV: the per-sequence lengths [B,1,1,1]
+ * (the plan's buffer, or p->seqused_k itself); ROLE_PAGES: p->block_table; ROLE_*_OFF: the
+ * ragged offsets (elements) the lens kernel writes into the plan's buffer. */
+enum {
+    ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_SCALE, ROLE_NEG_INF, ROLE_SKV, ROLE_SQ, ROLE_STATS, ROLE_LSE,
+    ROLE_SOFTCAP, ROLE_RIGHT, ROLE_LEFT_I, ROLE_LEFT_F, ROLE_SEQ_Q, ROLE_SEQ_KV, ROLE_PAGES,
+    ROLE_Q_OFF, ROLE_K_OFF, ROLE_V_OFF, ROLE_O_OFF,
+};
+enum {
+    UID_Q = 1, UID_K, UID_V, UID_O, UID_SCALE, UID_NEG_INF, UID_SKV, UID_SQ, UID_STATS, UID_SOFTCAP,
+    UID_RIGHT, UID_LEFT, UID_SEQ_Q, UID_SEQ_KV, UID_PAGES, UID_Q_OFF, UID_K_OFF, UID_V_OFF, UID_O_OFF,
+};
+enum { MAX_UIDS = 24, MAX_OPS = 64, MAX_ENGINE_CFGS = 64 };
 /* autotuning: candidates kept per graph form, knob choices read per config, tag length */
 enum { MAX_CANDIDATES = 64, KNOB_MAX = 64, TAG_LEN = 160, DEFAULT_MAX_CONFIGS = 32 };
 
@@ -212,8 +238,18 @@ struct attn_cudnn_plan {
     float *stats; /* scratch for a non-virtual softmax-stats output, else NULL */
 
     /* by-value scalars: cuDNN reads them through these host pointers */
-    float scale, neg_inf;
-    int32_t skv, sq;
+    float scale, neg_inf, softcap, left_f;
+    int32_t skv, sq, right, left_i;
+
+    /* per-sequence lengths (padded plans): lens[0 .. B) the queries, lens[lens_kv ..
+     * lens_kv + B) the keys, int32 (constants, or the lens kernel's output); offs: the
+     * ragged offsets of Q, K, V, O (int64 elements, offs_n apart) */
+    int32_t *lens;
+    int64_t lens_kv;
+    int64_t *offs;
+    int64_t offs_n;
+    int seq_kv_used;        /* seq_len_kv is p->seqused_k itself */
+    int run_lens, run_fix;  /* launch the lens kernel before cuDNN, the fix kernel after */
 
     /* the variant pack of the last run, reused while pointers and scale stay the same */
     void *vpack;
@@ -325,8 +361,10 @@ static int fin(builder *b, void *d, const char *what) {
 
 /* ---- graph pieces --------------------------------------------------------------------- */
 
+/* ragged: NULL, or the [B+1,1,1,1] tensor of each batch's first element (variable lengths,
+ * rows packed) */
 static void *tensor(builder *b, const char *what, int64_t uid, int dtype, const int64_t dims[4],
-                    const int64_t strides[4], bool is_virtual, bool by_value) {
+                    const int64_t strides[4], bool is_virtual, bool by_value, void *ragged) {
     void *t = mk(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
     int64_t align = 16;
     if (!t || SA(b, t, what, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype) ||
@@ -336,19 +374,20 @@ static void *tensor(builder *b, const char *what, int64_t uid, int dtype, const 
         SA(b, t, what, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) ||
         SA(b, t, what, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual) ||
         (by_value && SA(b, t, what, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value)) ||
+        (ragged && SA(b, t, what, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ragged)) ||
         fin(b, t, what))
         return NULL;
     return t;
 }
 
 /* a non-virtual tensor, bound at run time to the pointer of `role` */
-static void *io_tensor(builder *b, const char *what, int64_t uid, int role, int dtype,
-                       const int64_t dims[4], const int64_t strides[4], bool by_value) {
+static void *io_tensor_r(builder *b, const char *what, int64_t uid, int role, int dtype, const int64_t dims[4],
+                         const int64_t strides[4], bool by_value, void *ragged) {
     if (b->pl->n_uids == MAX_UIDS) {
         put(b->why, b->whylen, "internal: too many graph inputs/outputs");
         return NULL;
     }
-    void *t = tensor(b, what, uid, dtype, dims, strides, false, by_value);
+    void *t = tensor(b, what, uid, dtype, dims, strides, false, by_value, ragged);
     if (t) {
         b->pl->uids[b->pl->n_uids] = uid;
         b->pl->roles[b->pl->n_uids++] = role;
@@ -356,9 +395,14 @@ static void *io_tensor(builder *b, const char *what, int64_t uid, int role, int 
     return t;
 }
 
+static void *io_tensor(builder *b, const char *what, int64_t uid, int role, int dtype,
+                       const int64_t dims[4], const int64_t strides[4], bool by_value) {
+    return io_tensor_r(b, what, uid, role, dtype, dims, strides, by_value, NULL);
+}
+
 static void *virt(builder *b, const char *what, int dtype, const int64_t dims[4],
                   const int64_t strides[4]) {
-    return tensor(b, what, b->next_uid++, dtype, dims, strides, true, false);
+    return tensor(b, what, b->next_uid++, dtype, dims, strides, true, false, NULL);
 }
 
 /* y = mode(x[, bb[, t]]); axis >= 0 only for GEN_INDEX */
@@ -401,8 +445,10 @@ static void *reduction(builder *b, const char *what, int mode, void *x, void *y)
     return op;
 }
 
-/* cc = a . bm (batched over the two leading dimensions), float accumulation */
-static void *matmul(builder *b, const char *what, void *a, void *bm, void *cc) {
+/* cc = a . bm (batched over the two leading dimensions), float accumulation; m, n, kk: NULL,
+ * or per-batch [B,1,1,1] int32 extents of the rows of a, the columns of bm, the inner
+ * dimension (variable lengths: the padding beyond them is not computed) */
+static void *matmul(builder *b, const char *what, void *a, void *bm, void *cc, void *m, void *n, void *kk) {
     int comp = CUDNN_DATA_FLOAT;
     void *d = mk(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, what);
     if (!d || SA(b, d, what, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp) ||
@@ -414,6 +460,23 @@ static void *matmul(builder *b, const char *what, void *a, void *bm, void *cc) {
         SA(b, op, what, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bm) ||
         SA(b, op, what, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cc) ||
         SA(b, op, what, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d) ||
+        (m && SA(b, op, what, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &m)) ||
+        (n && SA(b, op, what, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n)) ||
+        (kk && SA(b, op, what, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &kk)) ||
+        fin(b, op, what))
+        return NULL;
+    return op;
+}
+
+/* y = the rows of the pages of `container` that `pages` lists per sequence, up to `seq`
+ * ([B,1,1,1]) keys: a paged K or V cache read as a dense [B,Hk,Sk,.] tensor */
+static void *paged_load(builder *b, const char *what, void *container, void *pages, void *seq, void *y) {
+    void *op = mk(b, CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR, what);
+    if (!op ||
+        SA(b, op, what, CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_CONTAINER_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &container) ||
+        SA(b, op, what, CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pages) ||
+        SA(b, op, what, CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_SEQUENCE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &seq) ||
+        SA(b, op, what, CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) ||
         fin(b, op, what))
         return NULL;
     return op;
@@ -670,24 +733,37 @@ static int make_plan(builder *b, void **ops, int n_ops) {
 
 typedef struct {
     int dtype; /* CUDNN_DATA_HALF / CUDNN_DATA_BFLOAT16 */
-    int64_t B, H, Sq, Sk, D;
-    int causal;
-    int64_t qs[3], ks[3], vs[3], os[3]; /* batch, head, row strides in elements */
+    int64_t B, H, Hk, Sq, Sk, D, Dv; /* Sq, Sk: the longest sequences when padded */
+    int64_t left, right; /* the ABI's window, causal as right 0; -1: unbounded */
+    float softcap;       /* > 0: softcap * tanh(s / softcap) before the masks */
+    int padded;          /* per-sequence lengths: seq_len tensors, padding mask, GEMM overrides */
+    int dynamic;         /* those lengths are device data (cu_seqlens, seqused_k, block table) */
+    int packed_q;           /* Q's rows packed by cu_seqlens_q (the LSE [heads][total_q]) */
+    int ragged_q, ragged_k; /* ragged offsets on Q and O, K and V: rows packed by cu_seqlens;
+                               cuDNN wants them on all four or none (pages aside), so a dense
+                               side gets constant offsets b * batch_stride */
+    int paged;              /* K and V are page pools read through the block table */
+    int64_t num_pages, page_size, table_cols, table_stride;
+    int64_t qs[3], ks[3], vs[3], os[3]; /* batch (page when paged), head, row strides in elements */
 } problem;
+
+static int plain(const problem *pr) {
+    return !pr->padded && pr->left < 0 && pr->right < 0 && !(pr->softcap > 0);
+}
 
 /* The single SDPA forward operation: Q, K (not transposed), V, O, a by-value float scale
  * and, when stats_out, the softmax statistics as an output. No mask. */
 static int graph_sdpa_op(builder *b, const problem *pr, bool stats_out) {
     const int64_t one[4] = {1, 1, 1, 1};
     const int64_t dq[4] = {pr->B, pr->H, pr->Sq, pr->D}, sq_[4] = {pr->qs[0], pr->qs[1], pr->qs[2], 1};
-    const int64_t dk[4] = {pr->B, pr->H, pr->Sk, pr->D}, sk_[4] = {pr->ks[0], pr->ks[1], pr->ks[2], 1};
-    const int64_t sv_[4] = {pr->vs[0], pr->vs[1], pr->vs[2], 1};
-    const int64_t so_[4] = {pr->os[0], pr->os[1], pr->os[2], 1};
+    const int64_t dk[4] = {pr->B, pr->Hk, pr->Sk, pr->D}, sk_[4] = {pr->ks[0], pr->ks[1], pr->ks[2], 1};
+    const int64_t dv[4] = {pr->B, pr->Hk, pr->Sk, pr->Dv}, sv_[4] = {pr->vs[0], pr->vs[1], pr->vs[2], 1};
+    const int64_t do_[4] = {pr->B, pr->H, pr->Sq, pr->Dv}, so_[4] = {pr->os[0], pr->os[1], pr->os[2], 1};
     const int64_t dr[4] = {pr->B, pr->H, pr->Sq, 1}, sr[4] = {pr->H * pr->Sq, pr->Sq, 1, 1};
     void *q = io_tensor(b, "Q tensor", UID_Q, ROLE_Q, pr->dtype, dq, sq_, false);
     void *k = q ? io_tensor(b, "K tensor", UID_K, ROLE_K, pr->dtype, dk, sk_, false) : NULL;
-    void *v = k ? io_tensor(b, "V tensor", UID_V, ROLE_V, pr->dtype, dk, sv_, false) : NULL;
-    void *o = v ? io_tensor(b, "O tensor", UID_O, ROLE_O, pr->dtype, dq, so_, false) : NULL;
+    void *v = k ? io_tensor(b, "V tensor", UID_V, ROLE_V, pr->dtype, dv, sv_, false) : NULL;
+    void *o = v ? io_tensor(b, "O tensor", UID_O, ROLE_O, pr->dtype, do_, so_, false) : NULL;
     void *sc = o ? io_tensor(b, "scale tensor", UID_SCALE, ROLE_SCALE, CUDNN_DATA_FLOAT, one, one, true) : NULL;
     void *st = NULL;
     if (!sc) return -1;
@@ -707,90 +783,218 @@ static int graph_sdpa_op(builder *b, const problem *pr, bool stats_out) {
     return make_plan(b, &op, 1);
 }
 
+/* The graph under construction: its operations, and the masks' shared pieces. */
+typedef struct {
+    builder *b;
+    const problem *pr;
+    void *ops[MAX_OPS];
+    int n;
+    int64_t ds[4], ss[4]; /* the [B,H,Sq,Sk] score tensors */
+    void *seq_q, *seq_kv; /* padded: the [B,1,1,1] lengths */
+    void *ninf;           /* the mask value, a by-value scalar (declared by the first mask) */
+} graph;
+
+static int add_op(graph *g, void *op) {
+    if (!op) return -1;
+    if (g->n == MAX_OPS) {
+        put(g->b->why, g->b->whylen, "internal: too many graph operations");
+        return -1;
+    }
+    g->ops[g->n++] = op;
+    return 0;
+}
+
+/* y = mode(x[, bb]) into a new virtual [B,H,Sq,Sk] tensor of type dtype, computed in prec;
+ * NULL on failure */
+static void *pw(graph *g, const char *what, int mode, int prec, int dtype, void *x, void *bb) {
+    void *y = virt(g->b, what, dtype, g->ds, g->ss);
+    if (!y || add_op(g, pointwise(g->b, what, mode, prec, -1, x, bb, NULL, y))) return NULL;
+    return y;
+}
+
+/* the row (axis 2) or column (axis 3) index of each score, int32 */
+static void *gen_index(graph *g, const char *what, int prec, int axis, void *s) {
+    void *y = virt(g->b, what, CUDNN_DATA_INT32, g->ds, g->ss);
+    if (!y || add_op(g, pointwise(g->b, what, CUDNN_POINTWISE_GEN_INDEX, prec, axis, s, NULL, NULL, y))) return NULL;
+    return y;
+}
+
+static void *scalar(graph *g, const char *what, int64_t uid, int role, int dtype);
+
+/* s where keep, else the mask value (-inf) */
+static void *select_keep(graph *g, const char *what, void *s, void *keep) {
+    /* declared by the first mask: a graph input no operation reads fails cuDNN's variant
+     * pack check (CUDNN_STATUS_BAD_PARAM_NULL_POINTER at execution) */
+    if (!g->ninf && !(g->ninf = scalar(g, "mask value scalar", UID_NEG_INF, ROLE_NEG_INF, CUDNN_DATA_FLOAT)))
+        return NULL;
+    void *y = virt(g->b, what, CUDNN_DATA_FLOAT, g->ds, g->ss);
+    if (!y || add_op(g, pointwise(g->b, what, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, s, g->ninf, keep, y)))
+        return NULL;
+    return y;
+}
+
+/* a by-value scalar graph input */
+static void *scalar(graph *g, const char *what, int64_t uid, int role, int dtype) {
+    const int64_t one[4] = {1, 1, 1, 1};
+    return io_tensor(g->b, what, uid, role, dtype, one, one, true);
+}
+
+/* The masks, as cudnn-frontend's composite SDPA lowers them (the ops and their data types
+ * as it emits them: the runtime-fusion engines match these patterns):
+ *   padding (padded): row < seq_q[b] and col < seq_kv[b]
+ *   right bound (causal: 0): row + (sk - sq) + right >= col
+ *   left bound: col + (left + 1) - (sk - sq) > row, i.e. col >= row + (sk - sq) - left
+ * sk, sq: per-sequence tensors when padded (bottom-right per sequence), else by-value
+ * scalars folded in (Sq == Sk: no shift). Each masked score becomes -inf. */
+static void *masks(graph *g, void *s) {
+    const problem *pr = g->pr;
+    const int F = CUDNN_DATA_FLOAT, I32 = CUDNN_DATA_INT32, BOOL = CUDNN_DATA_BOOLEAN;
+    if (pr->padded) {
+        void *row = gen_index(g, "padding row index", I32, 2, s);
+        void *col = row ? gen_index(g, "padding column index", I32, 3, s) : NULL;
+        void *rk = col ? pw(g, "row < seq_q", CUDNN_POINTWISE_CMP_LT, BOOL, BOOL, row, g->seq_q) : NULL;
+        void *ck = rk ? pw(g, "col < seq_kv", CUDNN_POINTWISE_CMP_LT, BOOL, BOOL, col, g->seq_kv) : NULL;
+        void *keep = ck ? pw(g, "padding keep", CUDNN_POINTWISE_LOGICAL_AND, BOOL, BOOL, rk, ck) : NULL;
+        if (!keep || !(s = select_keep(g, "padding mask", s, keep))) return NULL;
+    }
+    if (pr->right >= 0) {
+        void *row = gen_index(g, "row index", F, 2, s);
+        void *col = row ? gen_index(g, "column index", F, 3, s) : NULL;
+        if (!col) return NULL;
+        if (pr->padded) {
+            if (!(row = pw(g, "row + seq_kv", CUDNN_POINTWISE_ADD, I32, I32, row, g->seq_kv)) ||
+                !(row = pw(g, "row + seq_kv - seq_q", CUDNN_POINTWISE_SUB, I32, I32, row, g->seq_q)))
+                return NULL;
+        } else if (pr->Sq != pr->Sk) {
+            void *skv = scalar(g, "Sk scalar", UID_SKV, ROLE_SKV, I32);
+            if (!skv || !(row = pw(g, "row + Sk", CUDNN_POINTWISE_ADD, I32, I32, row, skv))) return NULL;
+            void *sqs = scalar(g, "Sq scalar", UID_SQ, ROLE_SQ, I32);
+            if (!sqs || !(row = pw(g, "row + Sk - Sq", CUDNN_POINTWISE_SUB, I32, I32, row, sqs))) return NULL;
+        }
+        if (pr->right > 0) {
+            void *r = scalar(g, "right bound scalar", UID_RIGHT, ROLE_RIGHT, I32);
+            if (!r || !(row = pw(g, "row + right", CUDNN_POINTWISE_ADD, I32, I32, row, r))) return NULL;
+        }
+        void *keep = pw(g, "right bound keep", CUDNN_POINTWISE_CMP_GE, BOOL, BOOL, row, col);
+        if (!keep || !(s = select_keep(g, "right bound mask", s, keep))) return NULL;
+    }
+    if (pr->left >= 0) {
+        void *row = gen_index(g, "row index", F, 2, s);
+        void *col = row ? gen_index(g, "column index", F, 3, s) : NULL;
+        if (!col) return NULL;
+        if (pr->padded) {
+            void *l = scalar(g, "left bound scalar", UID_LEFT, ROLE_LEFT_I, I32);
+            if (!l || !(col = pw(g, "col + left", CUDNN_POINTWISE_ADD, I32, I32, col, l)) ||
+                !(col = pw(g, "col + left - seq_kv", CUDNN_POINTWISE_SUB, I32, I32, col, g->seq_kv)) ||
+                !(col = pw(g, "col + left - seq_kv + seq_q", CUDNN_POINTWISE_ADD, I32, I32, col, g->seq_q)))
+                return NULL;
+        } else { /* one float: left + 1 - Sk + Sq */
+            void *l = scalar(g, "left bound scalar", UID_LEFT, ROLE_LEFT_F, F);
+            if (!l || !(col = pw(g, "col + left", CUDNN_POINTWISE_ADD, F, F, col, l))) return NULL;
+        }
+        void *keep = pw(g, "left bound keep", CUDNN_POINTWISE_CMP_GT, BOOL, BOOL, col, row);
+        if (!keep || !(s = select_keep(g, "left bound mask", s, keep))) return NULL;
+    }
+    return s;
+}
+
 /* The runtime-fusion flash-attention pattern, as cudnn-frontend lowers SDPA before the
  * unified softmax / mask operations of cuDNN 9.21:
- *   S  = Q . K^T                       (K read through swapped row/column strides), float
- *   S1 = S * scale                     (by-value float scalar)
- *   causal: row = gen_index(S1, 2), col = gen_index(S1, 3) (int32)
- *           [row = row + Sk - Sq       (two int32 by-value scalars) when Sq != Sk]
- *           S1 = row >= col ? S1 : neg_inf   (binary select)
- *   M = max_3(S1), E = exp(S1 - M), Z = sum_3(E), stats = M + log(Z),
+ *   [paged: K^T = paged cache load (K pages, block table, seq_kv)]
+ *   S  = Q . K^T                       (K read through swapped row/column strides), float;
+ *                                      padded: M and N overridden by seq_q, seq_kv
+ *   S  = S * scale                     (by-value float scalar)
+ *   softcap: S = softcap * tanh(S / softcap)
+ *   masks (masks() above)
+ *   M = max_3(S), E = exp(S - M), Z = sum_3(E), stats = M + log(Z),
  *   P = E / Z                          (P in the I/O data type, the second matmul's A)
- *   O = P . V
- * stats is virtual unless stats_out (then bound to a scratch buffer). */
+ *   [paged: V = paged cache load (V pages, block table, seq_kv)]
+ *   O = P . V                          padded: M and K overridden by seq_q, seq_kv
+ * Q/O and K/V carry ragged offsets when ragged_q / ragged_k (see problem). stats is virtual
+ * unless stats_out (then bound to p->lse or the plan's scratch). */
 static int graph_composite(builder *b, const problem *pr, bool stats_out) {
-    const int F = CUDNN_DATA_FLOAT;
-    const int64_t B = pr->B, H = pr->H, Sq = pr->Sq, Sk = pr->Sk, D = pr->D;
-    const int64_t one[4] = {1, 1, 1, 1};
+    const int F = CUDNN_DATA_FLOAT, I32 = CUDNN_DATA_INT32, I64 = CUDNN_DATA_INT64;
+    const int64_t B = pr->B, H = pr->H, Hk = pr->Hk, Sq = pr->Sq, Sk = pr->Sk, D = pr->D, Dv = pr->Dv;
+    const int64_t one[4] = {1, 1, 1, 1}, dseq[4] = {B, 1, 1, 1}, doff[4] = {B + 1, 1, 1, 1};
     const int64_t dq[4] = {B, H, Sq, D}, sq_[4] = {pr->qs[0], pr->qs[1], pr->qs[2], 1};
-    const int64_t dkt[4] = {B, H, D, Sk}, skt[4] = {pr->ks[0], pr->ks[1], 1, pr->ks[2]};
-    const int64_t dv[4] = {B, H, Sk, D}, sv_[4] = {pr->vs[0], pr->vs[1], pr->vs[2], 1};
-    const int64_t so_[4] = {pr->os[0], pr->os[1], pr->os[2], 1};
-    const int64_t ds[4] = {B, H, Sq, Sk}, ss[4] = {H * Sq * Sk, Sq * Sk, Sk, 1};
+    const int64_t dkt[4] = {B, Hk, D, Sk}, dv[4] = {B, Hk, Sk, Dv};
+    const int64_t do_[4] = {B, H, Sq, Dv}, so_[4] = {pr->os[0], pr->os[1], pr->os[2], 1};
     const int64_t dr[4] = {B, H, Sq, 1}, sr[4] = {H * Sq, Sq, 1, 1};
-    void *ops[MAX_OPS];
-    int n = 0;
+    graph g = {.b = b, .pr = pr, .n = 0, .ds = {B, H, Sq, Sk}, .ss = {H * Sq * Sk, Sq * Sk, Sk, 1}};
 
-    void *q = io_tensor(b, "Q tensor", UID_Q, ROLE_Q, pr->dtype, dq, sq_, false);
-    void *kt = q ? io_tensor(b, "K^T tensor", UID_K, ROLE_K, pr->dtype, dkt, skt, false) : NULL;
-    void *v = kt ? io_tensor(b, "V tensor", UID_V, ROLE_V, pr->dtype, dv, sv_, false) : NULL;
-    void *o = v ? io_tensor(b, "O tensor", UID_O, ROLE_O, pr->dtype, dq, so_, false) : NULL;
-    void *scale = o ? io_tensor(b, "scale tensor", UID_SCALE, ROLE_SCALE, F, one, one, true) : NULL;
+    if (pr->padded) {
+        g.seq_q = io_tensor(b, "seq_len_q tensor", UID_SEQ_Q, ROLE_SEQ_Q, I32, dseq, one, false);
+        g.seq_kv = g.seq_q ? io_tensor(b, "seq_len_kv tensor", UID_SEQ_KV, ROLE_SEQ_KV, I32, dseq, one, false) : NULL;
+        if (!g.seq_kv) return -1;
+    }
+    void *qoff = NULL, *ooff = NULL, *koff = NULL, *voff = NULL;
+    if (pr->ragged_q &&
+        (!(qoff = io_tensor(b, "Q ragged offsets", UID_Q_OFF, ROLE_Q_OFF, I64, doff, one, false)) ||
+         !(ooff = io_tensor(b, "O ragged offsets", UID_O_OFF, ROLE_O_OFF, I64, doff, one, false))))
+        return -1;
+    if (pr->ragged_k &&
+        (!(koff = io_tensor(b, "K ragged offsets", UID_K_OFF, ROLE_K_OFF, I64, doff, one, false)) ||
+         !(voff = io_tensor(b, "V ragged offsets", UID_V_OFF, ROLE_V_OFF, I64, doff, one, false))))
+        return -1;
+
+    void *q = io_tensor_r(b, "Q tensor", UID_Q, ROLE_Q, pr->dtype, dq, sq_, false, qoff);
+    void *o = q ? io_tensor_r(b, "O tensor", UID_O, ROLE_O, pr->dtype, do_, so_, false, ooff) : NULL;
+    void *scale = o ? scalar(&g, "scale tensor", UID_SCALE, ROLE_SCALE, F) : NULL;
     if (!scale) return -1;
 
-    void *s = virt(b, "S = Q.K^T", F, ds, ss);
-    if (!s || !(ops[n++] = matmul(b, "matmul Q.K^T", q, kt, s))) return -1;
-    void *s1 = virt(b, "S * scale", F, ds, ss);
-    if (!s1 || !(ops[n++] = pointwise(b, "mul scale", CUDNN_POINTWISE_MUL, F, -1, s, scale, NULL, s1)))
-        return -1;
-    void *cur = s1;
-
-    if (pr->causal) {
-        void *row = virt(b, "row index", CUDNN_DATA_INT32, ds, ss);
-        if (!row || !(ops[n++] = pointwise(b, "gen_index row", CUDNN_POINTWISE_GEN_INDEX, F, 2, cur, NULL, NULL, row)))
-            return -1;
-        void *col = virt(b, "column index", CUDNN_DATA_INT32, ds, ss);
-        if (!col || !(ops[n++] = pointwise(b, "gen_index column", CUDNN_POINTWISE_GEN_INDEX, F, 3, cur, NULL, NULL, col)))
-            return -1;
-        if (Sq != Sk) { /* bottom-right: query i sees key j iff i + Sk - Sq >= j */
-            void *skv = io_tensor(b, "Sk scalar", UID_SKV, ROLE_SKV, CUDNN_DATA_INT32, one, one, true);
-            void *r1 = skv ? virt(b, "row + Sk", CUDNN_DATA_INT32, ds, ss) : NULL;
-            if (!r1 || !(ops[n++] = pointwise(b, "add Sk", CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, -1, row, skv, NULL, r1)))
-                return -1;
-            void *sqs = io_tensor(b, "Sq scalar", UID_SQ, ROLE_SQ, CUDNN_DATA_INT32, one, one, true);
-            void *r2 = sqs ? virt(b, "row + Sk - Sq", CUDNN_DATA_INT32, ds, ss) : NULL;
-            if (!r2 || !(ops[n++] = pointwise(b, "sub Sq", CUDNN_POINTWISE_SUB, CUDNN_DATA_INT32, -1, r1, sqs, NULL, r2)))
-                return -1;
-            row = r2;
-        }
-        void *keep = virt(b, "causal keep", CUDNN_DATA_BOOLEAN, ds, ss);
-        if (!keep || !(ops[n++] = pointwise(b, "cmp_ge row col", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, -1, row, col, NULL, keep)))
-            return -1;
-        void *ninf = io_tensor(b, "mask value scalar", UID_NEG_INF, ROLE_NEG_INF, F, one, one, true);
-        void *masked = ninf ? virt(b, "masked S", F, ds, ss) : NULL;
-        if (!masked || !(ops[n++] = pointwise(b, "binary_select mask", CUDNN_POINTWISE_BINARY_SELECT, F, -1, cur, ninf, keep, masked)))
-            return -1;
-        cur = masked;
+    void *kt = NULL, *v = NULL, *vpages = NULL, *pages = NULL;
+    if (pr->paged) { /* containers [pages, Hk, page_size, d]; the block table [B,1,cols,1] */
+        const int64_t dpg[4] = {B, 1, pr->table_cols, 1}, spg[4] = {pr->table_stride, pr->table_stride, 1, 1};
+        const int64_t dck[4] = {pr->num_pages, Hk, pr->page_size, D}, sck[4] = {pr->ks[0], pr->ks[1], pr->ks[2], 1};
+        const int64_t dcv[4] = {pr->num_pages, Hk, pr->page_size, Dv}, scv[4] = {pr->vs[0], pr->vs[1], pr->vs[2], 1};
+        const int64_t skt[4] = {D * Sk * Hk, D * Sk, 1, D}; /* as cudnn-frontend declares the loaded K^T */
+        pages = io_tensor(b, "block table", UID_PAGES, ROLE_PAGES, I32, dpg, spg, false);
+        void *ck = pages ? io_tensor(b, "K pages", UID_K, ROLE_K, pr->dtype, dck, sck, false) : NULL;
+        vpages = ck ? io_tensor(b, "V pages", UID_V, ROLE_V, pr->dtype, dcv, scv, false) : NULL;
+        kt = vpages ? virt(b, "K^T (loaded from pages)", pr->dtype, dkt, skt) : NULL;
+        if (!kt || add_op(&g, paged_load(b, "paged cache load of K", ck, pages, g.seq_kv, kt))) return -1;
+    } else {
+        const int64_t skt[4] = {pr->ks[0], pr->ks[1], 1, pr->ks[2]}, sv_[4] = {pr->vs[0], pr->vs[1], pr->vs[2], 1};
+        kt = io_tensor_r(b, "K^T tensor", UID_K, ROLE_K, pr->dtype, dkt, skt, false, koff);
+        v = kt ? io_tensor_r(b, "V tensor", UID_V, ROLE_V, pr->dtype, dv, sv_, false, voff) : NULL;
+        if (!v) return -1;
     }
 
+    void *s = virt(b, "S = Q.K^T", F, g.ds, g.ss);
+    if (!s || add_op(&g, matmul(b, "matmul Q.K^T", q, kt, s, g.seq_q, g.seq_kv, NULL))) return -1;
+    if (!(s = pw(&g, "S * scale", CUDNN_POINTWISE_MUL, F, F, s, scale))) return -1;
+    if (pr->softcap > 0) {
+        void *cap = scalar(&g, "softcap scalar", UID_SOFTCAP, ROLE_SOFTCAP, F);
+        if (!cap || !(s = pw(&g, "S / softcap", CUDNN_POINTWISE_DIV, F, F, s, cap)) ||
+            !(s = pw(&g, "tanh", CUDNN_POINTWISE_TANH_FWD, F, F, s, NULL)) ||
+            !(s = pw(&g, "tanh * softcap", CUDNN_POINTWISE_MUL, F, F, s, cap)))
+            return -1;
+    }
+    if (!(s = masks(&g, s))) return -1;
+
+    const int64_t *ds = g.ds, *ss = g.ss;
     void *mx = virt(b, "row max", F, dr, sr);
-    if (!mx || !(ops[n++] = reduction(b, "reduce max", CUDNN_REDUCE_TENSOR_MAX, cur, mx))) return -1;
+    if (!mx || add_op(&g, reduction(b, "reduce max", CUDNN_REDUCE_TENSOR_MAX, s, mx))) return -1;
     void *sub = virt(b, "S - max", F, ds, ss);
-    if (!sub || !(ops[n++] = pointwise(b, "sub max", CUDNN_POINTWISE_SUB, F, -1, cur, mx, NULL, sub))) return -1;
+    if (!sub || add_op(&g, pointwise(b, "sub max", CUDNN_POINTWISE_SUB, F, -1, s, mx, NULL, sub))) return -1;
     void *ex = virt(b, "exp", F, ds, ss);
-    if (!ex || !(ops[n++] = pointwise(b, "exp", CUDNN_POINTWISE_EXP, F, -1, sub, NULL, NULL, ex))) return -1;
+    if (!ex || add_op(&g, pointwise(b, "exp", CUDNN_POINTWISE_EXP, F, -1, sub, NULL, NULL, ex))) return -1;
     void *sum = virt(b, "row sum", F, dr, sr);
-    if (!sum || !(ops[n++] = reduction(b, "reduce sum", CUDNN_REDUCE_TENSOR_ADD, ex, sum))) return -1;
+    if (!sum || add_op(&g, reduction(b, "reduce sum", CUDNN_REDUCE_TENSOR_ADD, ex, sum))) return -1;
     void *lg = virt(b, "log sum", F, dr, sr);
-    if (!lg || !(ops[n++] = pointwise(b, "log", CUDNN_POINTWISE_LOG, F, -1, sum, NULL, NULL, lg))) return -1;
+    if (!lg || add_op(&g, pointwise(b, "log", CUDNN_POINTWISE_LOG, F, -1, sum, NULL, NULL, lg))) return -1;
     void *stats = stats_out ? io_tensor(b, "stats tensor", UID_STATS, b->pl->stats_role, F, dr, sr, false)
                             : virt(b, "stats", F, dr, sr);
-    if (!stats || !(ops[n++] = pointwise(b, "add stats", CUDNN_POINTWISE_ADD, F, -1, mx, lg, NULL, stats)))
-        return -1;
+    if (!stats || add_op(&g, pointwise(b, "add stats", CUDNN_POINTWISE_ADD, F, -1, mx, lg, NULL, stats))) return -1;
     void *pr_ = virt(b, "P", pr->dtype, ds, ss);
-    if (!pr_ || !(ops[n++] = pointwise(b, "div sum", CUDNN_POINTWISE_DIV, F, -1, ex, sum, NULL, pr_))) return -1;
-    if (!(ops[n++] = matmul(b, "matmul P.V", pr_, v, o))) return -1;
-    return make_plan(b, ops, n);
+    if (!pr_ || add_op(&g, pointwise(b, "div sum", CUDNN_POINTWISE_DIV, F, -1, ex, sum, NULL, pr_))) return -1;
+    if (pr->paged) {
+        const int64_t svp[4] = {Dv * Sk * Hk, Dv * Sk, Dv, 1};
+        v = virt(b, "V (loaded from pages)", pr->dtype, dv, svp);
+        if (!v || add_op(&g, paged_load(b, "paged cache load of V", vpages, pages, g.seq_kv, v))) return -1;
+    }
+    if (add_op(&g, matmul(b, "matmul P.V", pr_, v, o, g.seq_q, NULL, g.seq_kv))) return -1;
+    return make_plan(b, g.ops, g.n);
 }
 
 /* ---- library loading ------------------------------------------------------------------ */
@@ -994,9 +1198,243 @@ int attn_cudnn_library_info(attn_cudnn_lib_info *out, char *why, size_t whylen) 
 
 void attn_cudnn_close(attn_cudnn *c) {
     if (!c) return;
+    if (c->aux) cudaLibraryUnload(c->aux);
     if (c->handle) c->f.Destroy(c->handle);
     if (c->lib) dlclose(c->lib);
     free(c);
+}
+
+/* ---- helper kernels ------------------------------------------------------------------ */
+
+/* Two small kernels in hand-written PTX (this file is C, built without nvcc), JIT-compiled
+ * by the driver once per process (cudaLibraryLoadData), launched on the plan's stream:
+ *
+ * attn_cudnn_lens (before cuDNN, only with cu_seqlens): what cuDNN reads per sequence but
+ *   the ABI does not give as such. Thread b in [0, nb]: off_q[b] = cu_q[b] * rs_q and
+ *   off_o[b] = cu_q[b] * rs_o (ragged offsets, elements) when cu_q; off_k, off_v alike from
+ *   cu_k when off_k is set (not paged); and for b < nb the lengths seq_q[b] = cu_q ?
+ *   cu_q[b+1] - cu_q[b] : sq, seq_kv[b] = cu_k ? cu_k[b+1] - cu_k[b] : sk, then
+ *   min(seq_kv[b], max(used[b], 0)) when used (seqused_k).
+ * attn_cudnn_fix (after cuDNN): the ABI's rows that see no key, and the packed LSE. Thread
+ *   row = (b * nh + h) * sq + i, for i < seq_q[b]: with lq = seq_q[b], lk = seq_kv[b],
+ *   d = i + lk - lq, the visible keys are max(0, d - left) .. min(lk - 1, d + right) (a
+ *   negative bound: unbounded), as attn_abi.h says. None visible (cuDNN leaves NaN there):
+ *   O's row (row_bytes, in 16-byte stores) is zeroed and the LSE is -inf. Otherwise, with
+ *   stats (the plan's [B][H][Sq] scratch), the LSE is copied from it. The O row is at
+ *   o + b*ob + h*oh + i*or, or (cu_q) o + (cu_q[b] + i)*or + h*oh (strides in bytes); the
+ *   LSE at lse[row], or (cu_q) lse[h * cu_q[nb] + cu_q[b] + i] ([heads][total_q]). */
+static const char aux_ptx[] =
+    ".version 7.0\n"
+    ".target sm_80\n"
+    ".address_size 64\n"
+    ".visible .entry attn_cudnn_lens(\n"
+    "    .param .u64 p_cu_q, .param .u64 p_cu_k, .param .u64 p_used, .param .u64 p_seq_q, .param .u64 p_seq_kv,\n"
+    "    .param .u64 p_off_q, .param .u64 p_off_k, .param .u64 p_off_v, .param .u64 p_off_o,\n"
+    "    .param .u64 p_rs_q, .param .u64 p_rs_k, .param .u64 p_rs_v, .param .u64 p_rs_o,\n"
+    "    .param .u32 p_nb, .param .u32 p_sq, .param .u32 p_sk)\n"
+    "{\n"
+    "    .reg .pred %p<4>;\n"
+    "    .reg .b32 %r<12>;\n"
+    "    .reg .b64 %rd<12>;\n"
+    "    mov.u32 %r0, %ctaid.x;\n"
+    "    mov.u32 %r1, %ntid.x;\n"
+    "    mov.u32 %r2, %tid.x;\n"
+    "    mad.lo.u32 %r3, %r0, %r1, %r2;\n"
+    "    ld.param.u32 %r4, [p_nb];\n"
+    "    setp.gt.u32 %p0, %r3, %r4;\n"
+    "    @%p0 bra L_DONE;\n"
+    "    setp.lt.u32 %p1, %r3, %r4;\n"
+    "    mul.wide.u32 %rd0, %r3, 4;\n"
+    "    mul.wide.u32 %rd1, %r3, 8;\n"
+    "    ld.param.u32 %r5, [p_sq];\n"
+    "    ld.param.u32 %r6, [p_sk];\n"
+    "    ld.param.u64 %rd2, [p_cu_q];\n"
+    "    setp.eq.u64 %p2, %rd2, 0;\n"
+    "    @%p2 bra L_K;\n"
+    "    add.u64 %rd2, %rd2, %rd0;\n"
+    "    ld.s32 %r7, [%rd2];\n"
+    "    @%p1 ld.s32 %r8, [%rd2+4];\n"
+    "    @%p1 sub.s32 %r5, %r8, %r7;\n"
+    "    cvt.s64.s32 %rd3, %r7;\n"
+    "    ld.param.u64 %rd4, [p_rs_q];\n"
+    "    ld.param.u64 %rd5, [p_off_q];\n"
+    "    mul.lo.s64 %rd6, %rd3, %rd4;\n"
+    "    add.u64 %rd5, %rd5, %rd1;\n"
+    "    st.u64 [%rd5], %rd6;\n"
+    "    ld.param.u64 %rd4, [p_rs_o];\n"
+    "    ld.param.u64 %rd5, [p_off_o];\n"
+    "    mul.lo.s64 %rd6, %rd3, %rd4;\n"
+    "    add.u64 %rd5, %rd5, %rd1;\n"
+    "    st.u64 [%rd5], %rd6;\n"
+    "L_K:\n"
+    "    ld.param.u64 %rd2, [p_cu_k];\n"
+    "    setp.eq.u64 %p2, %rd2, 0;\n"
+    "    @%p2 bra L_USED;\n"
+    "    add.u64 %rd2, %rd2, %rd0;\n"
+    "    ld.s32 %r7, [%rd2];\n"
+    "    @%p1 ld.s32 %r8, [%rd2+4];\n"
+    "    @%p1 sub.s32 %r6, %r8, %r7;\n"
+    "    ld.param.u64 %rd5, [p_off_k];\n"
+    "    setp.eq.u64 %p3, %rd5, 0;\n"
+    "    @%p3 bra L_USED;\n"
+    "    cvt.s64.s32 %rd3, %r7;\n"
+    "    ld.param.u64 %rd4, [p_rs_k];\n"
+    "    mul.lo.s64 %rd6, %rd3, %rd4;\n"
+    "    add.u64 %rd5, %rd5, %rd1;\n"
+    "    st.u64 [%rd5], %rd6;\n"
+    "    ld.param.u64 %rd4, [p_rs_v];\n"
+    "    ld.param.u64 %rd5, [p_off_v];\n"
+    "    mul.lo.s64 %rd6, %rd3, %rd4;\n"
+    "    add.u64 %rd5, %rd5, %rd1;\n"
+    "    st.u64 [%rd5], %rd6;\n"
+    "L_USED:\n"
+    "    @!%p1 bra L_DONE;\n"
+    "    ld.param.u64 %rd2, [p_used];\n"
+    "    setp.eq.u64 %p2, %rd2, 0;\n"
+    "    @%p2 bra L_STORE;\n"
+    "    add.u64 %rd2, %rd2, %rd0;\n"
+    "    ld.s32 %r9, [%rd2];\n"
+    "    max.s32 %r9, %r9, 0;\n"
+    "    min.s32 %r6, %r6, %r9;\n"
+    "L_STORE:\n"
+    "    ld.param.u64 %rd7, [p_seq_q];\n"
+    "    add.u64 %rd7, %rd7, %rd0;\n"
+    "    st.u32 [%rd7], %r5;\n"
+    "    ld.param.u64 %rd8, [p_seq_kv];\n"
+    "    add.u64 %rd8, %rd8, %rd0;\n"
+    "    st.u32 [%rd8], %r6;\n"
+    "L_DONE:\n"
+    "    ret;\n"
+    "}\n"
+    ".visible .entry attn_cudnn_fix(\n"
+    "    .param .u64 p_seq_q, .param .u64 p_seq_kv, .param .u64 p_cu_q, .param .u64 p_o,\n"
+    "    .param .u64 p_ob, .param .u64 p_oh, .param .u64 p_or, .param .u64 p_lse, .param .u64 p_stats,\n"
+    "    .param .u64 p_left, .param .u64 p_right,\n"
+    "    .param .u32 p_row_bytes, .param .u32 p_nb, .param .u32 p_nh, .param .u32 p_sq, .param .u32 p_rows)\n"
+    "{\n"
+    "    .reg .pred %p<8>;\n"
+    "    .reg .b32 %r<20>;\n"
+    "    .reg .b64 %rd<32>;\n"
+    "    .reg .f32 %f<2>;\n"
+    "    mov.u32 %r0, %ctaid.x;\n"
+    "    mov.u32 %r1, %ntid.x;\n"
+    "    mov.u32 %r2, %tid.x;\n"
+    "    mad.lo.u32 %r3, %r0, %r1, %r2;\n"
+    "    ld.param.u32 %r4, [p_rows];\n"
+    "    setp.ge.u32 %p0, %r3, %r4;\n"
+    "    @%p0 bra F_DONE;\n"
+    "    ld.param.u32 %r5, [p_sq];\n"
+    "    ld.param.u32 %r6, [p_nh];\n"
+    "    rem.u32 %r7, %r3, %r5;\n"
+    "    div.u32 %r8, %r3, %r5;\n"
+    "    rem.u32 %r9, %r8, %r6;\n"
+    "    div.u32 %r10, %r8, %r6;\n"
+    "    mul.wide.u32 %rd0, %r10, 4;\n"
+    "    ld.param.u64 %rd1, [p_seq_q];\n"
+    "    add.u64 %rd1, %rd1, %rd0;\n"
+    "    ld.s32 %r11, [%rd1];\n"
+    "    setp.ge.s32 %p1, %r7, %r11;\n"
+    "    @%p1 bra F_DONE;\n"
+    "    ld.param.u64 %rd2, [p_seq_kv];\n"
+    "    add.u64 %rd2, %rd2, %rd0;\n"
+    "    ld.s32 %r12, [%rd2];\n"
+    "    cvt.u64.u32 %rd3, %r7;\n"
+    "    cvt.s64.s32 %rd4, %r12;\n"
+    "    cvt.s64.s32 %rd5, %r11;\n"
+    "    add.s64 %rd6, %rd3, %rd4;\n"
+    "    sub.s64 %rd6, %rd6, %rd5;\n"
+    "    add.s64 %rd7, %rd4, -1;\n"
+    "    mov.u64 %rd8, 0;\n"
+    "    ld.param.u64 %rd9, [p_left];\n"
+    "    setp.lt.s64 %p2, %rd9, 0;\n"
+    "    @%p2 bra F_RIGHT;\n"
+    "    sub.s64 %rd10, %rd6, %rd9;\n"
+    "    max.s64 %rd8, %rd10, %rd8;\n"
+    "F_RIGHT:\n"
+    "    ld.param.u64 %rd9, [p_right];\n"
+    "    setp.lt.s64 %p2, %rd9, 0;\n"
+    "    @%p2 bra F_ROW;\n"
+    "    add.s64 %rd10, %rd6, %rd9;\n"
+    "    min.s64 %rd7, %rd10, %rd7;\n"
+    "F_ROW:\n"
+    "    setp.lt.s64 %p3, %rd7, %rd8;\n"
+    "    ld.param.u64 %rd11, [p_o];\n"
+    "    ld.param.u64 %rd12, [p_oh];\n"
+    "    cvt.u64.u32 %rd13, %r9;\n"
+    "    mad.lo.u64 %rd11, %rd13, %rd12, %rd11;\n"
+    "    ld.param.u64 %rd14, [p_or];\n"
+    "    ld.param.u64 %rd15, [p_cu_q];\n"
+    "    setp.ne.u64 %p4, %rd15, 0;\n"
+    "    @%p4 bra F_PACKED;\n"
+    "    ld.param.u64 %rd16, [p_ob];\n"
+    "    cvt.u64.u32 %rd17, %r10;\n"
+    "    mad.lo.u64 %rd11, %rd17, %rd16, %rd11;\n"
+    "    mad.lo.u64 %rd11, %rd3, %rd14, %rd11;\n"
+    "    cvt.u64.u32 %rd18, %r3;\n"
+    "    bra.uni F_ZERO;\n"
+    "F_PACKED:\n"
+    "    add.u64 %rd19, %rd15, %rd0;\n"
+    "    ld.s32 %r13, [%rd19];\n"
+    "    cvt.s64.s32 %rd20, %r13;\n"
+    "    add.s64 %rd20, %rd20, %rd3;\n"
+    "    mad.lo.u64 %rd11, %rd20, %rd14, %rd11;\n"
+    "    ld.param.u32 %r14, [p_nb];\n"
+    "    mul.wide.u32 %rd21, %r14, 4;\n"
+    "    add.u64 %rd21, %rd15, %rd21;\n"
+    "    ld.s32 %r15, [%rd21];\n"
+    "    cvt.s64.s32 %rd22, %r15;\n"
+    "    mad.lo.u64 %rd18, %rd13, %rd22, %rd20;\n"
+    "F_ZERO:\n"
+    "    @!%p3 bra F_LSE;\n"
+    "    ld.param.u32 %r16, [p_row_bytes];\n"
+    "    cvt.u64.u32 %rd23, %r16;\n"
+    "    add.u64 %rd23, %rd11, %rd23;\n"
+    "    mov.b32 %r17, 0;\n"
+    "F_ZLOOP:\n"
+    "    setp.ge.u64 %p5, %rd11, %rd23;\n"
+    "    @%p5 bra F_LSE;\n"
+    "    st.v4.b32 [%rd11], {%r17, %r17, %r17, %r17};\n"
+    "    add.u64 %rd11, %rd11, 16;\n"
+    "    bra.uni F_ZLOOP;\n"
+    "F_LSE:\n"
+    "    ld.param.u64 %rd24, [p_lse];\n"
+    "    setp.eq.u64 %p6, %rd24, 0;\n"
+    "    @%p6 bra F_DONE;\n"
+    "    mov.f32 %f0, 0fFF800000;\n"
+    "    @%p3 bra F_STORE;\n"
+    "    ld.param.u64 %rd25, [p_stats];\n"
+    "    setp.eq.u64 %p6, %rd25, 0;\n"
+    "    @%p6 bra F_DONE;\n"
+    "    cvt.u64.u32 %rd26, %r3;\n"
+    "    shl.b64 %rd26, %rd26, 2;\n"
+    "    add.u64 %rd25, %rd25, %rd26;\n"
+    "    ld.f32 %f0, [%rd25];\n"
+    "F_STORE:\n"
+    "    shl.b64 %rd27, %rd18, 2;\n"
+    "    add.u64 %rd24, %rd24, %rd27;\n"
+    "    st.f32 [%rd24], %f0;\n"
+    "F_DONE:\n"
+    "    ret;\n"
+    "}\n";
+
+/* Loads the helper kernels into c (once). 0, or -1 with why. */
+static int load_aux(attn_cudnn *c, char *why, size_t whylen) {
+    if (c->aux) return 0;
+    cudaError_t e = cudaLibraryLoadData(&c->aux, aux_ptx, NULL, NULL, 0, NULL, NULL, 0);
+    if (e == cudaSuccess) e = cudaLibraryGetKernel(&c->k_lens, c->aux, "attn_cudnn_lens");
+    if (e == cudaSuccess) e = cudaLibraryGetKernel(&c->k_fix, c->aux, "attn_cudnn_fix");
+    /* loaded (and JIT-compiled) into this context now, at plan creation: never lazily at a
+     * first launch inside a CUDA graph capture */
+    struct cudaFuncAttributes fa;
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, (const void *)c->k_lens);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, (const void *)c->k_fix);
+    if (e != cudaSuccess) {
+        put(why, whylen, "loading the helper kernels (PTX, JIT-compiled by the driver): %s", cudaGetErrorString(e));
+        if (c->aux) cudaLibraryUnload(c->aux);
+        c->aux = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- plans ------------------------------------------------------------------------------ */
@@ -1009,6 +1447,8 @@ void attn_cudnn_plan_destroy(attn_cudnn_plan *pl) {
     if (pl->workspace) cudaFree(pl->workspace);
     if (pl->stats) cudaFree(pl->stats);
     if (pl->neg_inf_rows) cudaFree(pl->neg_inf_rows);
+    if (pl->lens) cudaFree(pl->lens);
+    if (pl->offs) cudaFree(pl->offs);
     free(pl->fills);
     free(pl->cands);
     free(pl);
@@ -1018,7 +1458,7 @@ const char *attn_cudnn_plan_kind(const attn_cudnn_plan *pl) { return pl ? pl->ki
 
 /* Plans the cudaMemset2DAsync calls that zero rows [0, n) of every (batch, head) of O. */
 static int plan_zero_fill(attn_cudnn_plan *pl, const attn_fwd_params *p, int64_t n) {
-    const int64_t B = p->batch, H = p->heads, D = p->head_dim, E = pl->esize;
+    const int64_t B = p->batch, H = p->heads, D = p->head_dim_v > 0 ? p->head_dim_v : p->head_dim, E = pl->esize;
     const int64_t bs = p->o_batch_stride, hs = p->o_head_stride, rs = p->o_row_stride;
     zero_fill one = {0, 0, 0, 0};
     int count = 0;
@@ -1054,7 +1494,16 @@ static int plan_zero_fill(attn_cudnn_plan *pl, const attn_fwd_params *p, int64_t
     return 0;
 }
 
+/* The ABI's "off" values made explicit: heads_k, head_dim_v resolved; the window with
+ * causal as right bound 0 (a causal problem has window_right -1 or 0), -1 for unbounded. */
+static int heads_k_of(const attn_fwd_params *p) { return p->heads_k > 0 ? p->heads_k : p->heads; }
+static int head_dim_v_of(const attn_fwd_params *p) { return p->head_dim_v > 0 ? p->head_dim_v : p->head_dim; }
+static int right_of(const attn_fwd_params *p) { return p->causal ? 0 : p->window_right < 0 ? -1 : p->window_right; }
+static int left_of(const attn_fwd_params *p) { return p->window_left < 0 ? -1 : p->window_left; }
+
+/* Everything a plan depends on; the length tensors and pointers are bound per run. */
 static int same_problem(const attn_fwd_params *a, const attn_fwd_params *b) {
+    const int paged = a->block_table != NULL;
     return a->dtype == b->dtype && a->batch == b->batch && a->heads == b->heads &&
            a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k && a->head_dim == b->head_dim &&
            !a->causal == !b->causal && a->q_batch_stride == b->q_batch_stride &&
@@ -1063,7 +1512,13 @@ static int same_problem(const attn_fwd_params *a, const attn_fwd_params *b) {
            a->k_row_stride == b->k_row_stride && a->v_batch_stride == b->v_batch_stride &&
            a->v_head_stride == b->v_head_stride && a->v_row_stride == b->v_row_stride &&
            a->o_batch_stride == b->o_batch_stride && a->o_head_stride == b->o_head_stride &&
-           a->o_row_stride == b->o_row_stride;
+           a->o_row_stride == b->o_row_stride && heads_k_of(a) == heads_k_of(b) &&
+           head_dim_v_of(a) == head_dim_v_of(b) && left_of(a) == left_of(b) && right_of(a) == right_of(b) &&
+           (a->softcap > 0 ? a->softcap : 0) == (b->softcap > 0 ? b->softcap : 0) &&
+           !a->cu_seqlens_q == !b->cu_seqlens_q && !a->cu_seqlens_k == !b->cu_seqlens_k &&
+           !a->seqused_k == !b->seqused_k && paged == (b->block_table != NULL) &&
+           (!paged || (a->page_size == b->page_size && a->num_pages == b->num_pages &&
+                       a->block_table_stride == b->block_table_stride));
 }
 
 /* One attempt: builds the graph form into pl; on failure undoes it and leaves the reason
@@ -1123,7 +1578,7 @@ static attn_cudnn_plan *new_plan(attn_cudnn *c, const attn_fwd_params *p) {
     attn_cudnn_plan *pl = calloc(1, sizeof *pl);
     if (!pl) return NULL;
     pl->c = c;
-    pl->shape = *p;
+    pl->shape = *p; /* cu_seqlens, block_table, seqused_k kept for their NULL-ness only */
     pl->shape.q = pl->shape.k = pl->shape.v = NULL;
     pl->shape.o = NULL;
     pl->shape.lse = NULL;
@@ -1141,17 +1596,74 @@ static attn_cudnn_plan *new_plan(attn_cudnn *c, const attn_fwd_params *p) {
     return pl;
 }
 
+/* Which form the problem takes. Per-sequence lengths (padded): device lengths (cu_seqlens,
+ * seqused_k) or pages (cuDNN's paged cache load needs them); and the masked Sq > Sk cases
+ * cudnn-frontend only allows with a padding mask (a left bound, or a right bound other than
+ * causal's 0), with the lengths as constants. Causal Sq > Sk stays dense and is sliced. */
 static problem problem_of(const attn_fwd_params *p) {
     problem pr = {
         .dtype = p->dtype == ATTN_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF,
-        .B = p->batch, .H = p->heads, .Sq = p->seqlen_q, .Sk = p->seqlen_k, .D = p->head_dim,
-        .causal = p->causal != 0,
+        .B = p->batch, .H = p->heads, .Hk = heads_k_of(p), .Sq = p->seqlen_q, .Sk = p->seqlen_k,
+        .D = p->head_dim, .Dv = head_dim_v_of(p), .left = left_of(p), .right = right_of(p),
+        .softcap = p->softcap > 0 ? p->softcap : 0,
         .qs = {p->q_batch_stride, p->q_head_stride, p->q_row_stride},
         .ks = {p->k_batch_stride, p->k_head_stride, p->k_row_stride},
         .vs = {p->v_batch_stride, p->v_head_stride, p->v_row_stride},
         .os = {p->o_batch_stride, p->o_head_stride, p->o_row_stride},
     };
+    pr.paged = p->block_table != NULL;
+    pr.packed_q = p->cu_seqlens_q != NULL;
+    pr.ragged_q = pr.packed_q || (p->cu_seqlens_k && !pr.paged);
+    pr.ragged_k = pr.ragged_q && !pr.paged;
+    pr.dynamic = pr.packed_q || p->cu_seqlens_k || p->seqused_k || pr.paged;
+    pr.padded = pr.dynamic || (pr.Sq > pr.Sk && (pr.left >= 0 || pr.right > 0));
+    if (pr.paged) {
+        pr.num_pages = p->num_pages, pr.page_size = p->page_size, pr.table_stride = p->block_table_stride;
+        pr.table_cols = (pr.Sk + pr.page_size - 1) / pr.page_size;
+    }
+    /* packed rows: a batch stride as if padded to the longest (cuDNN reads the offsets) */
+    if (pr.packed_q) pr.qs[0] = pr.Sq * pr.qs[2], pr.os[0] = pr.Sq * pr.os[2];
+    if (p->cu_seqlens_k && !pr.paged) pr.ks[0] = pr.Sk * pr.ks[2], pr.vs[0] = pr.Sk * pr.vs[2];
     return pr;
+}
+
+/* Some query row sees no key: none at all in a sequence (dynamic lengths may be 0), or
+ * constant lengths with a right bound and more queries than keys (rows i < Sq - Sk - right). */
+static int may_have_keyless_rows(const problem *pr) {
+    return pr->dynamic || (pr->right >= 0 && pr->Sq - pr->Sk > pr->right);
+}
+
+/* The cases cudnn-frontend's support surface (sdpa_support_surface.h) refuses for this
+ * cuDNN and GPU although the backend may build a plan (known bugs, unsupported patterns):
+ * refused here too, so that no such plan is ever run. NULL when none applies. */
+static const char *known_refusal(const attn_cudnn *c, const problem *pr, int sm_major, char *buf, size_t len) {
+    const long v = c->version;
+    const int ragged = pr->ragged_q || pr->ragged_k;
+    const int bottom_right = pr->padded || pr->Sq != pr->Sk;
+    if (v == 91000 || v == 91001)
+        return "cuDNN 9.10.0 and 9.10.1: fp16/bf16 SDPA forward has known bugs (cudnn-frontend refuses it)";
+    if (v == 91400 && pr->Sk > 1024 && pr->left >= 0 && pr->right < 0) {
+        snprintf(buf, len, "cuDNN 9.14.0: a left window without a right bound and s_kv %lld > 1024 is a known bug "
+                 "(cudnn-frontend refuses it; fixed in 9.14.1)", (long long)pr->Sk);
+        return buf;
+    }
+    if (pr->right >= 0 && bottom_right && v < 90600 && (pr->Sq % 64 || pr->Sk % 64))
+        return "a bottom-right aligned mask needs s_q and s_kv multiples of 64 before cuDNN 9.6";
+    if (pr->left >= 0 && bottom_right && v < 90600)
+        return "a left window with bottom-right alignment needs s_q == s_kv (and no padding) before cuDNN 9.6";
+    if (pr->left >= 0 && pr->right >= 0 && sm_major == 9 && v <= 90900 && pr->Sq == pr->Sk)
+        return "a left window with a right bound on Hopper with s_q == s_kv is a known bug through cuDNN 9.9";
+    if (pr->left >= 0 && pr->right < 0 && v < 91002)
+        return "a left window needs a right bound (causal) before cuDNN 9.10.2";
+    if (pr->Sq == 1 && pr->right >= 0 && v <= 90900)
+        return "s_q == 1 with a right bound (causal) needs cuDNN 9.10 or newer";
+    if (pr->paged && v < 90500) return "paged K/V needs cuDNN 9.5 or newer";
+    if (pr->paged && (pr->D > 128 || pr->Dv > 128) && v <= 90900)
+        return "paged K/V with head dims over 128 needs cuDNN 9.10 or newer";
+    if (pr->paged && ragged && v < 90700) return "paged K/V with packed (ragged) Q needs cuDNN 9.7 or newer";
+    if (ragged && sm_major < 9 && v < 91801)
+        return "packed (ragged) tensors need Hopper or newer before cuDNN 9.18.1";
+    return NULL;
 }
 
 /* The search for a graph form cuDNN accepts, in order of preference. */
@@ -1170,7 +1682,7 @@ typedef struct {
 
 /* attempt() with virtual stats, then with stats as an output: the one that worked (0 or 1),
  * or -1 with both reasons in gs->err. With want_lse only the second: the statistics are
- * bound to p->lse, or (sliced) to the scratch that plan_run copies into p->lse. */
+ * bound to p->lse, or (sliced, or Q packed) to the scratch that plan_run copies into p->lse. */
 static int attempt_both(graph_search *gs, const problem *pr, int sdpa_op, int sliced) {
     attn_cudnn_plan *pl = gs->pl;
     for (int s = 0; s < 2; s++) {
@@ -1178,16 +1690,17 @@ static int attempt_both(graph_search *gs, const problem *pr, int sdpa_op, int sl
             snprintf(gs->err[0], sizeof gs->err[0], "not tried (the LSE is wanted: the statistics must be an output)");
             continue;
         }
-        pl->stats_role = pl->want_lse && !sliced ? ROLE_LSE : ROLE_STATS;
+        pl->stats_role = pl->want_lse && !sliced && !pr->packed_q ? ROLE_LSE : ROLE_STATS;
         if (!attempt(gs->c, pl, pr, sdpa_op, s == 1, gs->err[s], sizeof gs->err[s])) return s;
     }
     pl->stats_role = ROLE_STATS;
     return -1;
 }
 
-/* 1. the single SDPA forward operation: non-causal only (cuDNN 9.19 has no mask for it) */
+/* 1. the single SDPA forward operation: plain problems only (cuDNN 9.19 has no mask, softcap
+ * or per-sequence lengths for it here) */
 static void try_sdpa_op(graph_search *gs) {
-    if (gs->gf.allow_op && !gs->pr.causal) {
+    if (gs->gf.allow_op && plain(&gs->pr)) {
         if (gs->c->version < SDPA_OP_MIN_VERSION) {
             append(gs->reasons, sizeof gs->reasons, "sdpa_fwd op: needs cuDNN >= 9.13.1 (this is %ld)", gs->c->version);
             return;
@@ -1203,11 +1716,12 @@ static void try_sdpa_op(graph_search *gs) {
         if (s == 1)
             append(gs->notes, sizeof gs->notes, "sdpa_fwd op with stats as an output (without: %s)", gs->err[0]);
     } else if (gs->gf.allow_op && !gs->gf.allow_composite) {
-        append(gs->reasons, sizeof gs->reasons, "sdpa_fwd op: cuDNN 9.19's SDPA_FWD operation has no causal mask");
+        append(gs->reasons, sizeof gs->reasons,
+               "sdpa_fwd op: used here for problems without mask, softcap, paging or per-sequence lengths only");
     }
 }
 
-/* 2a. the composite graph on the whole problem (bottom-right causal mask when Sq != Sk) */
+/* 2a. the composite graph on the whole problem (bottom-right masks when Sq != Sk) */
 static void try_composite_direct(graph_search *gs) {
     int s = attempt_both(gs, &gs->pr, 0, 0);
     if (s < 0) {
@@ -1252,19 +1766,74 @@ static void try_composite(graph_search *gs) {
     /* the single op was wanted too: say why it was not taken */
     if (gs->reasons[0] && gs->gf.allow_op)
         append(gs->notes, sizeof gs->notes, "%s; ", gs->reasons);
-    int want_direct = !(pr->causal && pr->Sq > pr->Sk) || gs->gf.allow_direct;
-    int want_slice = pr->causal && pr->Sq > pr->Sk && gs->gf.allow_slice;
+    /* causal (right bound 0) with Sq > Sk on constant lengths: the direct graph (the
+     * environment may ask for it) leaves the keyless rows undefined; the slice is exact */
+    const int sq_gt_sk = !pr->padded && pr->right == 0 && pr->Sq > pr->Sk;
+    int want_direct = !sq_gt_sk || (gs->gf.allow_direct && pr->left < 0);
+    int want_slice = sq_gt_sk && gs->gf.allow_slice;
     if (want_direct) try_composite_direct(gs);
     if (!gs->ok && want_slice) try_composite_sliced(gs, want_direct);
     if (gs->ok) gs->pl->kind = "composite graph";
 }
 
-/* The device buffers and zero fills the accepted graph form needs; on failure the reason
- * goes to why and the caller destroys pl. */
-static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, bool stats_out, int sliced,
+/* A device buffer of n bytes into *out, filled from host (NULL: left as is). 0, or -1 with why. */
+static int device_buffer(void **out, size_t n, const void *host, const char *what, char *why, size_t whylen) {
+    cudaError_t e = cudaMalloc(out, n);
+    if (e == cudaSuccess && host) e = cudaMemcpy(*out, host, n, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        put(why, whylen, "%s (%zu bytes): %s", what, n, cudaGetErrorString(e));
+        if (*out) cudaFree(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The per-sequence lengths of a padded plan: constants (Sq, Sk) when no device data gives
+ * them; seq_len_kv is p->seqused_k itself when that alone gives it; else the lens kernel
+ * computes them (and the ragged offsets) per run. */
+static int plan_lengths(attn_cudnn_plan *pl, const attn_fwd_params *p, const problem *pr, char *why, size_t whylen) {
+    const int64_t B = pr->B;
+    pl->lens_kv = (B + 3) / 4 * 4; /* each array 16-byte aligned, as its tensor is declared */
+    int32_t *h = malloc((size_t)(2 * pl->lens_kv) * sizeof *h);
+    if (!h) {
+        put(why, whylen, "out of host memory (lengths)");
+        return -1;
+    }
+    for (int64_t i = 0; i < 2 * pl->lens_kv; i++) h[i] = (int32_t)(i < pl->lens_kv ? pr->Sq : pr->Sk);
+    int rc = device_buffer((void **)&pl->lens, (size_t)(2 * pl->lens_kv) * sizeof *h, h, "per-sequence lengths", why,
+                           whylen);
+    free(h);
+    if (rc) return -1;
+    pl->seq_kv_used = p->seqused_k && !p->cu_seqlens_k;
+    pl->run_lens = p->cu_seqlens_q || p->cu_seqlens_k;
+    if (pr->ragged_q) { /* Q, K, V, O: b * batch_stride where not packed (the lens kernel writes the rest) */
+        pl->offs_n = (B + 2) / 2 * 2; /* B + 1 offsets, each array 16-byte aligned */
+        int64_t *ho = calloc((size_t)(4 * pl->offs_n), sizeof *ho);
+        if (!ho) {
+            put(why, whylen, "out of host memory (ragged offsets)");
+            return -1;
+        }
+        const int64_t bs[4] = {p->q_batch_stride, p->k_batch_stride, p->v_batch_stride, p->o_batch_stride};
+        for (int t = 0; t < 4; t++)
+            for (int64_t b = 0; b <= B; b++) ho[t * pl->offs_n + b] = b * bs[t];
+        rc = device_buffer((void **)&pl->offs, (size_t)(4 * pl->offs_n) * sizeof *ho, ho, "ragged offsets", why, whylen);
+        free(ho);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* The device buffers, zero fills and helper kernels the accepted graph form needs; on
+ * failure the reason goes to why and the caller destroys pl. */
+static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, const problem *pr, bool stats_out, int sliced,
                        char *why, size_t whylen) {
     pl->sq = (int32_t)(sliced ? p->seqlen_k : p->seqlen_q);
     pl->skv = (int32_t)p->seqlen_k;
+    pl->softcap = pr->softcap;
+    pl->right = (int32_t)pr->right;
+    pl->left_i = (int32_t)(pr->left + 1); /* cuDNN keeps col + left_i - (sk - sq) > row */
+    pl->left_f = (float)(pr->left + 1 - pr->Sk + (sliced ? pr->Sk : pr->Sq));
     if (pl->workspace_size > 0) {
         cudaError_t e = cudaMalloc(&pl->workspace, (size_t)pl->workspace_size);
         if (e != cudaSuccess) {
@@ -1283,10 +1852,13 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, bool stats
             return -1;
         }
     }
+    if (pr->padded && plan_lengths(pl, p, pr, why, whylen)) return -1;
+    pl->run_fix = (pr->padded && may_have_keyless_rows(pr)) || (pl->want_lse && pr->packed_q);
+    if ((pl->run_lens || pl->run_fix) && load_aux(pl->c, why, whylen)) return -1;
     if (sliced) {
         int rc = plan_zero_fill(pl, p, (int64_t)p->seqlen_q - p->seqlen_k);
         if (rc) {
-            put(why, whylen, rc == -1 ? "out of host memory" : "O rows overlap (o_row_stride < head_dim)");
+            put(why, whylen, rc == -1 ? "out of host memory" : "O rows overlap (o_row_stride < head_dim_v)");
             return -1;
         }
     }
@@ -1299,13 +1871,9 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, bool stats
             return -1;
         }
         for (size_t i = 0; i < n; i++) h[i] = -INFINITY;
-        cudaError_t e = cudaMalloc((void **)&pl->neg_inf_rows, n * sizeof *h);
-        if (e == cudaSuccess) e = cudaMemcpy(pl->neg_inf_rows, h, n * sizeof *h, cudaMemcpyHostToDevice);
+        int rc = device_buffer((void **)&pl->neg_inf_rows, n * sizeof *h, h, "-inf rows of the LSE", why, whylen);
         free(h);
-        if (e != cudaSuccess) {
-            put(why, whylen, "-inf rows of the LSE (%zu bytes): %s", n * sizeof *h, cudaGetErrorString(e));
-            return -1;
-        }
+        if (rc) return -1;
         pl->lse_cut = cut;
     }
     return 0;
@@ -1365,9 +1933,12 @@ static int check_create_args(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn
         return -1;
     }
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->head_dim < 1 ||
-        (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)) {
-        put(why, whylen, "%s: bad problem (b=%d h=%d sq=%d sk=%d d=%d dtype=%d)", fn, p->batch, p->heads,
-            p->seqlen_q, p->seqlen_k, p->head_dim, (int)p->dtype);
+        (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) || heads_k_of(p) < 1 || p->heads % heads_k_of(p) ||
+        (p->block_table && (p->page_size < 1 || p->num_pages < 1 ||
+                            (int64_t)p->block_table_stride * p->page_size < p->seqlen_k))) {
+        put(why, whylen, "%s: bad problem (b=%d h=%d hk=%d sq=%d sk=%d d=%d dtype=%d%s)", fn, p->batch, p->heads,
+            p->heads_k, p->seqlen_q, p->seqlen_k, p->head_dim, (int)p->dtype,
+            p->block_table ? ", or page_size/num_pages/block_table_stride" : "");
         return -1;
     }
     return 0;
@@ -1380,6 +1951,19 @@ static int build_plan(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_
     const double t0 = now_s();
     graph_search gs = {.c = c, .p = p, .notes = "", .reasons = ""};
     if (read_graph_forms(&gs.gf, o, why, whylen)) return -1;
+    gs.pr = problem_of(p);
+    int device = 0, sm_major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+        sm_major = 0;
+    char buf[512];
+    const char *no = known_refusal(c, &gs.pr, sm_major, buf, sizeof buf);
+    if (!no && gs.pr.padded && (int64_t)p->batch * p->heads * p->seqlen_q > 0x7fffffff)
+        no = "more than 2^31 - 1 query rows (batch * heads * seqlen_q) for the helper kernels";
+    if (no) {
+        put(why, whylen, "%s", no);
+        return ATTN_UNSUPPORTED;
+    }
     if (!(gs.pl = new_plan(c, p))) {
         put(why, whylen, "out of host memory");
         return -1;
@@ -1387,7 +1971,6 @@ static int build_plan(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_
     gs.pl->tune = o->tune;
     gs.pl->max_configs = o->max_configs;
     gs.pl->want_lse = o->want_lse;
-    gs.pr = problem_of(p);
 
     try_sdpa_op(&gs);
     try_composite(&gs);
@@ -1397,7 +1980,7 @@ static int build_plan(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_
         attn_cudnn_plan_destroy(pl);
         return ATTN_UNSUPPORTED;
     }
-    if (finish_plan(pl, p, gs.stats_out, gs.sliced, why, whylen)) {
+    if (finish_plan(pl, p, &gs.pr, gs.stats_out, gs.sliced, why, whylen)) {
         attn_cudnn_plan_destroy(pl);
         return -1;
     }
@@ -1637,10 +2220,24 @@ static int bind_pointers(attn_cudnn_plan *pl, const attn_fwd_params *p, void **p
         case ROLE_SQ: ptrs[i] = &pl->sq; break;
         case ROLE_STATS: ptrs[i] = pl->stats; break;
         case ROLE_LSE: ptrs[i] = p->lse; break;
+        case ROLE_SOFTCAP: ptrs[i] = &pl->softcap; break;
+        case ROLE_RIGHT: ptrs[i] = &pl->right; break;
+        case ROLE_LEFT_I: ptrs[i] = &pl->left_i; break;
+        case ROLE_LEFT_F: ptrs[i] = &pl->left_f; break;
+        case ROLE_SEQ_Q: ptrs[i] = pl->lens; break;
+        case ROLE_SEQ_KV: ptrs[i] = pl->seq_kv_used ? (void *)p->seqused_k : pl->lens + pl->lens_kv; break;
+        case ROLE_PAGES: ptrs[i] = (void *)p->block_table; break;
+        case ROLE_Q_OFF: ptrs[i] = pl->offs; break;
+        case ROLE_K_OFF: ptrs[i] = pl->offs + pl->offs_n; break;
+        case ROLE_V_OFF: ptrs[i] = pl->offs + 2 * pl->offs_n; break;
+        case ROLE_O_OFF: ptrs[i] = pl->offs + 3 * pl->offs_n; break;
         default: ptrs[i] = NULL; break;
         }
-        if (pl->roles[i] == ROLE_LSE && ((uintptr_t)ptrs[i] & 15u)) {
-            put(why, whylen, "attn_cudnn_plan_run: lse is not 16-byte aligned (%p)", ptrs[i]);
+        const int role = pl->roles[i];
+        if ((role == ROLE_LSE || role == ROLE_SEQ_KV || role == ROLE_PAGES) && (!ptrs[i] || ((uintptr_t)ptrs[i] & 15u))) {
+            put(why, whylen, "attn_cudnn_plan_run: %s is %s (%p)",
+                role == ROLE_LSE ? "lse" : role == ROLE_PAGES ? "block_table" : "seqused_k",
+                ptrs[i] ? "not 16-byte aligned" : "NULL", ptrs[i]);
             return -1;
         }
         if (pl->roles[i] <= ROLE_O && ((uintptr_t)ptrs[i] & 15u)) {
@@ -1694,6 +2291,39 @@ static int update_vpack(attn_cudnn_plan *pl, void *const *ptrs, char *why, size_
     return 0;
 }
 
+/* The lens kernel: per-sequence lengths and ragged offsets from p's cu_seqlens (aux_ptx). */
+static cudaError_t launch_lens(const attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream) {
+    const void *cu_q = p->cu_seqlens_q, *cu_k = p->cu_seqlens_k, *used = p->seqused_k;
+    int32_t *seq_q = pl->lens, *seq_kv = pl->lens + pl->lens_kv;
+    int64_t *off_q = NULL, *off_k = NULL, *off_v = NULL, *off_o = NULL;
+    if (pl->offs && p->cu_seqlens_q) off_q = pl->offs, off_o = pl->offs + 3 * pl->offs_n;
+    if (pl->offs && p->cu_seqlens_k && !p->block_table) off_k = pl->offs + pl->offs_n, off_v = pl->offs + 2 * pl->offs_n;
+    int64_t rs_q = p->q_row_stride, rs_k = p->k_row_stride, rs_v = p->v_row_stride, rs_o = p->o_row_stride;
+    uint32_t nb = (uint32_t)p->batch, sq = (uint32_t)p->seqlen_q, sk = (uint32_t)p->seqlen_k;
+    void *args[] = {&cu_q, &cu_k, &used, &seq_q, &seq_kv, &off_q, &off_k, &off_v, &off_o,
+                    &rs_q, &rs_k, &rs_v, &rs_o, &nb, &sq, &sk};
+    const dim3 block = {128, 1, 1}, grid = {(nb + 1 + 127) / 128, 1, 1};
+    return cudaLaunchKernel((const void *)pl->c->k_lens, grid, block, args, 0, stream);
+}
+
+/* The fix kernel: zero O and -inf LSE in the rows that see no key; the packed LSE from the
+ * plan's scratch (aux_ptx). */
+static cudaError_t launch_fix(const attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream) {
+    const void *seq_q = pl->lens, *seq_kv = pl->seq_kv_used ? (const void *)p->seqused_k : pl->lens + pl->lens_kv;
+    const void *cu_q = p->cu_seqlens_q, *o = p->o;
+    const void *lse = pl->want_lse ? p->lse : NULL;
+    const void *stats = pl->want_lse && pl->stats_role == ROLE_STATS ? pl->stats : NULL;
+    const int64_t e = pl->esize;
+    int64_t ob = p->o_batch_stride * e, oh = p->o_head_stride * e, orow = p->o_row_stride * e;
+    int64_t left = left_of(p), right = right_of(p);
+    uint32_t row_bytes = (uint32_t)(head_dim_v_of(p) * e), nb = (uint32_t)p->batch, nh = (uint32_t)p->heads;
+    uint32_t sq = (uint32_t)p->seqlen_q, rows = nb * nh * sq; /* < 2^31: checked at create */
+    void *args[] = {&seq_q, &seq_kv, &cu_q, &o, &ob, &oh, &orow, &lse, &stats, &left, &right,
+                    &row_bytes, &nb, &nh, &sq, &rows};
+    const dim3 block = {256, 1, 1}, grid = {(rows + 255) / 256, 1, 1};
+    return cudaLaunchKernel((const void *)pl->c->k_fix, grid, block, args, 0, stream);
+}
+
 int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream,
                         char *why, size_t whylen) {
     if (!pl || !p) {
@@ -1702,7 +2332,7 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
     }
     attn_cudnn *c = pl->c;
     if (!same_problem(&pl->shape, p)) {
-        put(why, whylen, "attn_cudnn_plan_run: p's shape/strides/dtype/causal differ from the plan's");
+        put(why, whylen, "attn_cudnn_plan_run: p's shape/strides/dtype/mask/layout differ from the plan's");
         return -1;
     }
     if (pl->want_lse && !p->lse) {
@@ -1717,6 +2347,12 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
     cudnn_status st = c->f.SetStream(c->handle, stream);
     if (st != CUDNN_STATUS_SUCCESS) {
         cudnn_msg(c, why, whylen, st, "cudnnSetStream", "handle", NULL);
+        return -1;
+    }
+    /* before cuDNN, on the same stream: the lengths and offsets it reads */
+    cudaError_t ce = pl->run_lens ? launch_lens(pl, p, stream) : cudaSuccess;
+    if (ce != cudaSuccess) {
+        put(why, whylen, "launching the lens kernel: %s", cudaGetErrorString(ce));
         return -1;
     }
     st = c->f.Execute(c->handle, pl->exec_plan, pl->vpack);
@@ -1748,6 +2384,12 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
             put(why, whylen, "cudaMemcpy2DAsync (LSE rows of a sliced plan): %s", cudaGetErrorString(e));
             return -1;
         }
+    }
+    /* padded plans: the rows that see no key, and the packed LSE */
+    ce = pl->run_fix ? launch_fix(pl, p, stream) : cudaSuccess;
+    if (ce != cudaSuccess) {
+        put(why, whylen, "launching the fix kernel: %s", cudaGetErrorString(ce));
+        return -1;
     }
     return 0;
 }

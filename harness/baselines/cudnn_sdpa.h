@@ -7,9 +7,11 @@
  * "libcudnn.so", then libcudnn.so.9 next to the libcudart this process uses.
  * attn_cudnn_library_info says which library that is (path, version, how it was chosen).
  *
- * A plan is built once per problem (shape, dtype, strides, causal) and then enqueued as
- * often as wanted with any pointers of that layout; attn_cudnn_plan_run neither allocates
- * device memory nor synchronizes, so it can be timed (and captured in a CUDA graph).
+ * A plan is built once per problem (shape, dtype, strides, mask, softcap, which per-sequence
+ * arrays are given, the page pool's shape) and then enqueued as often as wanted with any
+ * pointers of that layout (and any contents of cu_seqlens, block_table, seqused_k: cuDNN
+ * reads them on the GPU); attn_cudnn_plan_run neither allocates device memory nor
+ * synchronizes, so it can be timed (and captured in a CUDA graph).
  *
  * Engine choice. attn_cudnn_plan_create takes the first engine config that builds
  * (heuristics mode A, then FALLBACK). attn_cudnn_plan_create_ex autotunes by default, as
@@ -22,19 +24,58 @@
  *
  * Two graph forms:
  *   "sdpa_fwd op"      the single CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR operation
- *                      (cuDNN >= 9.13.1; no mask in cuDNN 9.19's attribute set, so
- *                      non-causal problems only);
- *   "composite graph"  the runtime-fusion flash-attention pattern cudnn-frontend lowers
- *                      SDPA to: matmul, scale, [causal mask], max/sub/exp/sum/log/div
- *                      softmax, matmul. Any problem cuDNN accepts.
- * Causal with seqlen_q > seqlen_k: the bottom-right graph is tried as is first; if cuDNN
- * refuses it, Q and O are sliced to their last seqlen_k rows (a square causal problem)
- * and the first seqlen_q - seqlen_k rows of O (which see no key) are zero-filled by
+ *                      (cuDNN >= 9.13.1; no mask in cuDNN 9.19's attribute set, so only
+ *                      problems without mask, softcap, pages or per-sequence lengths;
+ *                      GQA and head_dim_v as K/V/O dims);
+ *   "composite graph"  the runtime-fusion flash-attention pattern cudnn-frontend (1.x,
+ *                      before cuDNN 9.21's unified ops) lowers SDPA to: matmul, scale,
+ *                      [softcap], [masks], max/sub/exp/sum/log/div softmax, matmul. Any
+ *                      problem cuDNN accepts.
+ *
+ * Version-2 features (attn_abi.h) in the composite graph, each op as cudnn-frontend emits it:
+ *   heads_k, head_dim_v  K and V tensors [B, heads_k, Sk, d|dv], O [B, H, Sq, dv]: cuDNN's
+ *                      matmuls broadcast the KV heads.
+ *   softcap            S = softcap * tanh(S / softcap) after the scale, before the masks
+ *                      (DIV, TANH_FWD, MUL with a by-value scalar).
+ *   window, causal     bottom-right bands on GEN_INDEX row/col: right bound (causal: 0)
+ *                      keeps row + (sk - sq) + right >= col; left bound keeps
+ *                      col + (left + 1) - (sk - sq) > row, i.e. j >= i + sk - sq - left.
+ *   per-sequence lengths ("padded": cu_seqlens, seqused_k, pages; and masked Sq > Sk with a
+ *                      left bound or a right bound > 0, where cudnn-frontend demands them)
+ *                      seq_len_q/kv [B,1,1,1] int32: the padding mask (row < seq_q, col <
+ *                      seq_kv), the masks' sk, sq per sequence, and the matmuls' M/N/K
+ *                      overrides. Constants where the ABI's lengths are; p->seqused_k
+ *                      itself when only it varies; else computed per run from cu_seqlens.
+ *   cu_seqlens         ragged offsets (int64 elements) on Q, O and K, V: cuDNN wants them
+ *                      on all four, so a side that is not packed gets b * batch_stride.
+ *   block_table        paged cache load ops: K and V pools as [num_pages, heads_k,
+ *                      page_size, d] (batch stride = the page stride), the block table as
+ *                      [B, 1, ceil(Sk / page_size), 1] (row stride block_table_stride),
+ *                      seq_len_kv as the lengths (cuDNN >= 9.5). Entries past a sequence's
+ *                      used pages are never read (compute-sanitizer clean with -1 there).
+ * cuDNN reads none of the ABI's per-sequence arrays in the form it wants, so padded plans may
+ * launch two small helper kernels (PTX in cudnn_sdpa.c, JIT-compiled by the driver): before
+ * cuDNN, the lengths and ragged offsets from cu_seqlens (and seqused_k); after it, zeros in
+ * O and -inf in the LSE for the rows that see no key (cuDNN's output there is not the ABI's),
+ * and the packed LSE ([heads][total_q], from a [B][H][Sq] scratch). Refused (ATTN_UNSUPPORTED
+ * with the reason) beyond what cuDNN's heuristics refuse: what cudnn-frontend's support
+ * surface refuses for the loaded version and GPU (e.g. cuDNN 9.14.0's non-causal left window
+ * with s_kv > 1024, 9.10.0/9.10.1, paging before 9.5, bottom-right bands before 9.6), and
+ * more than 2^31 - 1 query rows in a padded plan.
+ * Causal (no left window) with seqlen_q > seqlen_k, lengths constant: the bottom-right graph
+ * is tried as is first; if cuDNN refuses it (or ATTN_CUDNN_SQ_GT_SK=slice, as the cudnn
+ * kernel asks), Q and O are sliced to their last seqlen_k rows (a square causal problem) and
+ * the first seqlen_q - seqlen_k rows of O (which see no key) are zero-filled by
  * cudaMemset2DAsync in plan_run.
  * p->lse is written only by plans made with attn_cudnn_plan_opts.want_lse (cuDNN's softmax
- * statistics, max + log(sum) of the scaled scores: the natural-log LSE); sliced plans then
- * copy the statistics into the last seqlen_k rows of each (batch, head) and write -inf in
- * the rows that see no key.
+ * statistics, max + log(sum) of the scaled scores: the natural-log LSE), in the ABI's layout:
+ * [batch][heads][seqlen_q] bound to cuDNN's output, or [heads][total_q] (cu_seqlens_q) copied
+ * by the helper kernel; sliced plans copy the statistics into the last seqlen_k rows of each
+ * (batch, head) and write -inf in the rows that see no key.
+ *
+ * Run on an H100 with cuDNN 9.14.0 (2026-11-23): the cudnn kernel passes the correctness
+ * suite's features, packed (paged page sizes 1-256, decode, empty sequences), matrix, scale
+ * and contract tests; not yet run with cuDNN 9.19.
  *
  * Environment (read by attn_cudnn_plan_create and, where opts leave them unset, by
  * attn_cudnn_plan_create_ex):
@@ -67,8 +108,8 @@ int attn_cudnn_open(attn_cudnn **out, char *why, size_t whylen);
 /* cudnnGetVersion(), e.g. 91900 */
 long attn_cudnn_version(const attn_cudnn *c);
 
-/* Builds graph + heuristics + execution plan + workspace for p's shape, dtype, strides and
- * causal (p's pointers are not used). Returns 0; or ATTN_UNSUPPORTED (1) with why = the
+/* Builds graph + heuristics + execution plan + workspace for p's problem (p's pointers are not
+ * used, except whether cu_seqlens_q/k, block_table and seqused_k are NULL). Returns 0; or ATTN_UNSUPPORTED (1) with why = the
  * reason cuDNN refuses this case (e.g. "composite graph: no engine supports ...:
  * CUDNN_STATUS_NOT_SUPPORTED ..."); or another non-zero value with why for any other
  * failure (memory, bad parameters). On success why holds a note on the fallbacks taken
@@ -79,9 +120,10 @@ int attn_cudnn_plan_create(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn_p
 /* "sdpa_fwd op" or "composite graph" */
 const char *attn_cudnn_plan_kind(const attn_cudnn_plan *plan);
 
-/* Enqueues one forward on stream with p's pointers (same shape/strides/dtype/causal as at
- * create; softmax_scale may differ) writing p->o. Pointers must be 16-byte aligned.
- * Does not allocate device memory or synchronize. 0, or non-zero with why. */
+/* Enqueues one forward on stream with p's pointers (the same problem as at create, see
+ * attn_cudnn_plan_create; softmax_scale may differ) writing p->o. Pointers must be 16-byte
+ * aligned (block_table and seqused_k included). Does not allocate device memory or
+ * synchronize. 0, or non-zero with why. */
 int attn_cudnn_plan_run(attn_cudnn_plan *plan, const attn_fwd_params *p, cudaStream_t stream,
                         char *why, size_t whylen);
 

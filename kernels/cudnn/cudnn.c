@@ -2,17 +2,23 @@
  * the benchmarks' cuDNN baseline (harness/baselines/cudnn_sdpa.h). See NOTES.md.
  *
  * fwd looks the problem up in a cache of plans keyed on everything a plan depends on (the
- * device, dtype, batch, heads, both lengths, head dim, causal, the twelve strides, LSE or
- * not). The first call for a problem builds and autotunes the plan on the caller's buffers
- * (allocation and synchronization are allowed there; not inside a CUDA graph capture);
- * every later call only enqueues on its stream: the plan binds the call's pointers and
- * scale, cuDNN executes, and the rows that see no key are zero-filled (O) and set to -inf
- * (LSE) by async memset/copy nodes. Thread safety: none (the cache is not locked).
+ * device, dtype, batch, heads, heads_k, both lengths, both head dims, causal, the window,
+ * softcap, the twelve strides, LSE or not, which of cu_seqlens_q/k, block_table, seqused_k
+ * are given, and the page pool's page_size, num_pages, block_table_stride; never a device
+ * pointer: cuDNN reads the per-sequence arrays at run time). The first call for a problem
+ * builds and autotunes the plan on the caller's buffers (allocation and synchronization are
+ * allowed there; not inside a CUDA graph capture); every later call only enqueues on its
+ * stream: the plan binds the call's pointers and scale, a helper kernel turns cu_seqlens
+ * into cuDNN's lengths and ragged offsets, cuDNN executes, and the rows that see no key are
+ * zero-filled (O) and set to -inf (LSE) by async memset/copy nodes or a helper kernel, which
+ * also lays a packed LSE out as [heads][total_q]. Thread safety: none (the cache is not
+ * locked).
  *
  * Returns ATTN_UNSUPPORTED (with the reason on stderr, once per problem) where cuDNN cannot
  * do the case: no library, a GPU before sm_80, a head dim or a stride that is not a multiple
- * of 8 elements, a pointer not 16-byte aligned, or a graph cuDNN refuses (the LSE as an
- * output included). Other failures return 2 with the reason on stderr. */
+ * of 8 elements, a pointer (block_table and seqused_k included) not 16-byte aligned, a
+ * combination cudnn-frontend knows to be broken in this cuDNN, or a graph cuDNN refuses (the
+ * LSE as an output included). Other failures return 2 with the reason on stderr. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +33,15 @@ enum { CUDNN_KERNEL_ERROR = 2 };
 
 #define SAY(...) (fprintf(stderr, "kernel cudnn: " __VA_ARGS__), fputc('\n', stderr))
 
-/* Everything a plan depends on; all int64 so that memcmp compares it (no padding). */
+/* Everything a plan depends on; all int64 so that memcmp compares it (no padding). The
+ * device arrays (cu_seqlens, block_table, seqused_k) are bound per call and read by cuDNN
+ * (or the plan's helper kernel) on the GPU: only whether each is given matters; the page
+ * pool's shape does (cuDNN's K/V containers are [num_pages, heads_k, page_size, d]). */
 typedef struct {
     int64_t device, dtype, batch, heads, seqlen_q, seqlen_k, head_dim, causal, has_lse;
     int64_t strides[12];
+    int64_t heads_k, head_dim_v, window_left, window_right, softcap_bits;
+    int64_t varlen_q, varlen_k, paged, seqused, page_size, num_pages, block_table_stride;
 } problem_key;
 
 typedef struct plan_entry {
@@ -58,7 +69,38 @@ static problem_key key_of(const attn_fwd_params *p, int device) {
                            p->k_head_stride,  p->k_row_stride,  p->v_batch_stride, p->v_head_stride,
                            p->v_row_stride,   p->o_batch_stride, p->o_head_stride, p->o_row_stride};
     memcpy(k.strides, s, sizeof s);
+    /* the ABI's off values resolved, so that equal problems share a plan */
+    k.heads_k = p->heads_k > 0 ? p->heads_k : p->heads;
+    k.head_dim_v = p->head_dim_v > 0 ? p->head_dim_v : p->head_dim;
+    k.window_left = p->window_left < 0 ? -1 : p->window_left;
+    k.window_right = p->causal ? 0 : p->window_right < 0 ? -1 : p->window_right;
+    const float cap = p->softcap > 0 ? p->softcap : 0.0f;
+    uint32_t bits;
+    memcpy(&bits, &cap, sizeof bits);
+    k.softcap_bits = bits;
+    k.varlen_q = p->cu_seqlens_q != NULL, k.varlen_k = p->cu_seqlens_k != NULL;
+    k.paged = p->block_table != NULL, k.seqused = p->seqused_k != NULL;
+    if (k.paged) k.page_size = p->page_size, k.num_pages = p->num_pages, k.block_table_stride = p->block_table_stride;
     return k;
+}
+
+/* "b=2 h=8 hk=2 sq=17 sk=239 d=128 dv=128 causal window 16:0 softcap 30 varlen_q paged(p16) seqused_k LSE" */
+static const char *describe(const attn_fwd_params *p, char *buf, size_t len) {
+    const problem_key k = key_of(p, 0);
+    int n = snprintf(buf, len, "b=%d h=%d hk=%lld sq=%d sk=%d d=%d dv=%lld %s", p->batch, p->heads,
+                     (long long)k.heads_k, p->seqlen_q, p->seqlen_k, p->head_dim, (long long)k.head_dim_v,
+                     p->causal ? "causal" : "full");
+#define MORE(...) (n >= 0 && (size_t)n < len ? (void)(n += snprintf(buf + n, len - (size_t)n, __VA_ARGS__)) : (void)0)
+    if (k.window_left >= 0 || (k.window_right >= 0 && !p->causal))
+        MORE(" window %lld:%lld", (long long)k.window_left, (long long)k.window_right);
+    if (p->softcap > 0) MORE(" softcap %g", (double)p->softcap);
+    if (k.varlen_q) MORE(" varlen_q");
+    if (k.varlen_k) MORE(" varlen_k");
+    if (k.paged) MORE(" paged(p%d)", p->page_size);
+    if (k.seqused) MORE(" seqused_k");
+    if (p->lse) MORE(" LSE");
+#undef MORE
+    return buf;
 }
 
 /* The cases cuDNN's fused attention does not take, or where its tensors (declared 16-byte
@@ -67,23 +109,30 @@ static const char *precheck(const attn_fwd_params *p, char *buf, size_t len) {
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return "dtype is neither fp16 nor bf16";
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->head_dim < 1)
         return "an empty problem";
-    if (p->head_dim % 8) {
-        snprintf(buf, len, "head_dim %d is not a multiple of 8 (cuDNN's fused attention needs 16-byte rows)",
-                 p->head_dim);
+    const problem_key k = key_of(p, 0);
+    if (k.heads_k < 1 || p->heads % k.heads_k) return "heads is not a multiple of heads_k";
+    if (p->head_dim % 8 || k.head_dim_v % 8) {
+        snprintf(buf, len, "head_dim %d or head_dim_v %lld is not a multiple of 8 (cuDNN's fused attention needs "
+                 "16-byte rows)", p->head_dim, (long long)k.head_dim_v);
         return buf;
     }
-    const problem_key k = key_of(p, 0);
+    if (k.paged && (p->page_size < 1 || p->num_pages < 1 || p->block_table_stride < 1))
+        return "page_size, num_pages or block_table_stride < 1";
+    /* batch strides the layout does not use (rows packed by cu_seqlens) are not checked */
+    const int unused[12] = {[0] = (int)k.varlen_q, [9] = (int)k.varlen_q, [3] = k.varlen_k && !k.paged,
+                            [6] = k.varlen_k && !k.paged};
     static const char *const names[12] = {"q_batch", "q_head", "q_row", "k_batch", "k_head", "k_row",
                                           "v_batch", "v_head", "v_row", "o_batch", "o_head", "o_row"};
     for (int i = 0; i < 12; i++)
-        if (k.strides[i] < 1 || k.strides[i] % 8) {
+        if (!unused[i] && (k.strides[i] < 1 || k.strides[i] % 8)) {
             snprintf(buf, len, "%s_stride %lld is not a positive multiple of 8 elements (16 bytes)", names[i],
                      (long long)k.strides[i]);
             return buf;
         }
-    const void *ptrs[5] = {p->q, p->k, p->v, p->o, p->lse};
-    static const char *const pnames[5] = {"q", "k", "v", "o", "lse"};
-    for (int i = 0; i < 5; i++)
+    /* block_table and seqused_k are bound to cuDNN tensors as they are */
+    const void *ptrs[7] = {p->q, p->k, p->v, p->o, p->lse, p->block_table, p->seqused_k};
+    static const char *const pnames[7] = {"q", "k", "v", "o", "lse", "block_table", "seqused_k"};
+    for (int i = 0; i < 7; i++)
         if ((i < 4 && !ptrs[i]) || ((uintptr_t)ptrs[i] & 15u)) {
             snprintf(buf, len, "%s (%p) is %s", pnames[i], ptrs[i], ptrs[i] ? "not 16-byte aligned" : "NULL");
             return buf;
@@ -134,10 +183,12 @@ static int plan_for(const attn_fwd_params *p, cudaStream_t stream, int device, a
     }
     if (!d->cudnn) return ATTN_UNSUPPORTED;
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    char what[512];
+    describe(p, what, sizeof what);
     if (cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
-        SAY("the first call for this problem (b=%d h=%d sq=%d sk=%d d=%d) is inside a CUDA graph capture; "
+        SAY("the first call for this problem (%s) is inside a CUDA graph capture; "
             "it builds and tunes a cuDNN plan (allocation, synchronization): call fwd once before capturing",
-            p->batch, p->heads, p->seqlen_q, p->seqlen_k, p->head_dim);
+            what);
         return CUDNN_KERNEL_ERROR;
     }
     plan_entry *e = calloc(1, sizeof *e);
@@ -154,22 +205,19 @@ static int plan_for(const attn_fwd_params *p, cudaStream_t stream, int device, a
     char why[8192];
     int rc = attn_cudnn_plan_create_ex(d->cudnn, p, &o, stream, &e->plan, why, sizeof why);
     if (rc != 0 && rc != ATTN_UNSUPPORTED) {
-        SAY("building the cuDNN plan failed (b=%d h=%d sq=%d sk=%d d=%d %s%s): %s", p->batch, p->heads, p->seqlen_q,
-            p->seqlen_k, p->head_dim, p->causal ? "causal" : "full", p->lse ? ", LSE" : "", why);
+        SAY("building the cuDNN plan failed (%s): %s", what, why);
         free(e);
         return CUDNN_KERNEL_ERROR;
     }
     if (rc == ATTN_UNSUPPORTED) {
-        SAY("not supported by cuDNN (b=%d h=%d sq=%d sk=%d d=%d %s%s): %s", p->batch, p->heads, p->seqlen_q,
-            p->seqlen_k, p->head_dim, p->causal ? "causal" : "full", p->lse ? ", LSE" : "", why);
+        SAY("not supported by cuDNN (%s): %s", what, why);
         e->plan = NULL;
     } else {
         attn_cudnn_plan_info info;
         attn_cudnn_plan_get_info(e->plan, &info);
-        SAY("plan for b=%d h=%d sq=%d sk=%d d=%d %s%s: %s, engine %s (%d of %d configs built, %s)%s%s", p->batch,
-            p->heads, p->seqlen_q, p->seqlen_k, p->head_dim, p->causal ? "causal" : "full", p->lse ? ", LSE" : "",
-            info.kind, info.engine, info.configs_built, info.configs_tried,
-            info.tuned ? "the fastest kept" : "the first kept", why[0] ? "; " : "", why);
+        SAY("plan for %s: %s, engine %s (%d of %d configs built, %s)%s%s", what, info.kind, info.engine,
+            info.configs_built, info.configs_tried, info.tuned ? "the fastest kept" : "the first kept",
+            why[0] ? "; " : "", why);
     }
     e->key = key;
     e->next = plans;
@@ -203,6 +251,12 @@ static int cudnn_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     return ATTN_OK;
 }
 
-/* caps 0: none of the version-2 features yet; dtypes 0: fp16 and bf16; head_dims NULL: any
- * (fwd reports the head dims cuDNN refuses as not supported) */
-const attn_kernel attn_kernel_cudnn = {"cudnn", cudnn_fwd, 0, 0, NULL};
+/* caps: every version-2 feature, each mapped onto cuDNN's graph (cudnn_sdpa.h) and refused
+ * (ATTN_UNSUPPORTED, cuDNN's or our reason) where cuDNN cannot do the combination; dtypes 0:
+ * fp16 and bf16; head_dims NULL: any (fwd reports the head dims cuDNN refuses as not
+ * supported) */
+const attn_kernel attn_kernel_cudnn = {
+    "cudnn", cudnn_fwd,
+    ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN | ATTN_CAP_PAGED |
+        ATTN_CAP_SEQUSED_K,
+    0, NULL};

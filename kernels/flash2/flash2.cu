@@ -8,9 +8,10 @@
  * keys: S = Q.K^T (Q fragments stay in registers), mask where the tile crosses the diagonal
  * or the end of K, rescale, O += P.V with P converted to the input dtype in registers. Short
  * sequences (S_q, S_k <= 32) pack several heads into one block. ABI version 2's grouped KV
- * heads, windows and softcap (v8) take separate instantiations (EXT), chosen on the host, so
- * that version-1 problems run the code they ran before. See NOTES.md for the work per tile,
- * the resources per config and each version's measurements. */
+ * heads, windows and softcap (v8) take separate instantiations (EXT), and varlen, paged K/V
+ * and seqused_k (v9) others again (VAR), chosen on the host, so that version-1 problems run
+ * the code they ran before. See NOTES.md for the work per tile, the resources per config and
+ * each version's measurements. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <atomic>
 
 #include "attn_abi.h"
+#include "decode.h"
 
 namespace {
 
@@ -86,7 +88,7 @@ struct Config {
     static_assert(MT == 1 || MT == 2, "one or two m16 row tiles per warp");
     static_assert(D % 16 == 0 && BN % 16 == 0 && bn(true) % 16 == 0, "whole k16 steps");
     static_assert(CHUNKS >= 8, "the XOR swizzle spans 8 chunks per row");
-    /* MT 1: 40 KB (d64) / 80 KB (d128); MT 2: 48 / 96 KB: within sm_80's 163 KB per block */
+    /* MT 1 (also VAR): 40 KB (d64) / 80 KB (d128); MT 2: 48 / 96 KB: within sm_80's 163 KB per block */
     static_assert(SMEM <= 163 * 1024, "shared memory per block on sm_80");
 
     /* Registers: the fragments a thread keeps live across a KV tile (O accumulators, S, and Q
@@ -214,6 +216,70 @@ __device__ __forceinline__ void load_rows(T *tile, const T *first, int64_t row_s
     }
 }
 
+/* n / d for a divisor d >= 1 fixed for the block, by a multiply-high and two shifts instead of
+ * a division per use (Granlund and Montgomery 1994; exact for every 32-bit n): the paged
+ * loader's key -> page, once per row and tile. */
+struct DivBy {
+    uint32_t mul, shift1, shift2;
+    __device__ __forceinline__ explicit DivBy(uint32_t d) {
+        const int l = d > 1 ? 32 - __clz(d - 1) : 0; /* ceil(log2 d) <= 31: (2^l - d) << 32 fits */
+        mul = (uint32_t)((((1ull << l) - d) << 32) / d) + 1;
+        shift1 = l > 0 ? 1 : 0, shift2 = l > 0 ? l - 1 : 0;
+    }
+    __device__ __forceinline__ uint32_t operator()(uint32_t n) const {
+        const uint32_t t = __umulhi(n, mul);
+        return (t + ((n - t) >> shift1)) >> shift2;
+    }
+};
+
+/* VAR's paged K and V tiles when a tile may span pages (page_size not a multiple of ROWS):
+ * each row's page from the sequence's block table row `pages`. The thread's chunk and swizzle
+ * are load_rows' (constant per thread); one division per row serves K and V. Rows at or past
+ * valid_rows are zero-filled and their table entries not read (they may lie past the
+ * sequence's pages, which the harness leaves unchecked). */
+template <typename T, int D, int ROWS, int THREADS>
+__device__ __forceinline__ void load_paged_rows(T *tile_k, T *tile_v, const T *k, const T *v, const attn_fwd_params &p,
+                                                const int32_t *pages, const DivBy &by_page, int key0, int valid_rows) {
+    constexpr int CHUNKS = D / 8, RSTEP = THREADS / CHUNKS;
+    static_assert(THREADS % CHUNKS == 0 && RSTEP % 8 == 0 && ROWS % RSTEP == 0, "constant swizzle per thread");
+    const int chunk = threadIdx.x % CHUNKS, r = threadIdx.x / CHUNKS;
+    const uint32_t dst_k = smem_addr(tile_k + swz<D>(r, chunk)), dst_v = smem_addr(tile_v + swz<D>(r, chunk));
+    k += chunk * 8, v += chunk * 8; /* also the address handed for a zero-filled row */
+#pragma unroll
+    for (int i = 0; i < ROWS / RSTEP; ++i) {
+        const int row = r + i * RSTEP;
+        const bool valid = row < valid_rows;
+        const T *gk = k, *gv = v;
+        if (valid) {
+            const uint32_t key = key0 + row, n = by_page(key);
+            const int64_t page = pages[n], in_page = key - n * (uint32_t)p.page_size;
+            gk += page * p.k_batch_stride + in_page * p.k_row_stride;
+            gv += page * p.v_batch_stride + in_page * p.v_row_stride;
+        }
+        cp_async16(dst_k + i * RSTEP * D * (int)sizeof(T), gk, valid);
+        cp_async16(dst_v + i * RSTEP * D * (int)sizeof(T), gv, valid);
+    }
+}
+
+/* VAR: sequence b's lengths (attn_abi.h, as simple.cu): S_q from cu_seqlens_q, else seqlen_q;
+ * S_k from cu_seqlens_k, else seqlen_k, then at most seqused_k[b] (paged or not). */
+__device__ __forceinline__ int seq_len_q(const attn_fwd_params &p, int b) {
+    return p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] : p.seqlen_q;
+}
+__device__ __forceinline__ int seq_len_k(const attn_fwd_params &p, int b) {
+    const int sk = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
+    return p.seqused_k ? min(sk, max(p.seqused_k[b], 0)) : sk;
+}
+/* VAR: row 0 of head h of sequence b: packed rows from cu[b] when cu is given (the batch
+ * stride unused), else the batch stride's; paged K/V pass neither (the pool's head h; the page
+ * is added per tile). */
+template <typename T>
+__device__ __forceinline__ const T *seq_base(const void *base, const int32_t *cu, int b, int h, int64_t batch_stride,
+                                             int64_t head_stride, int64_t row_stride) {
+    return static_cast<const T *>(base) + (cu ? (int64_t)cu[b] * row_stride : (int64_t)b * batch_stride) +
+           (int64_t)h * head_stride;
+}
+
 /* Which (batch, head) a block's tile row belongs to, and which row of that head. Plain
  * blocks hold BM query rows of one (batch, head) and walk its keys in tiles of BN. Packed
  * blocks (S_q, S_k <= 32: see heads_per_block) hold `pack` whole heads side by side, head i of
@@ -243,11 +309,14 @@ __device__ __forceinline__ const T *head_base(const void *base, int job, int hea
 /* EXT (v8): ABI version 2's grouped KV heads, windows and softcap, from p as flash2_fwd
  * normalised it: heads_k set, window_left -1 (unbounded) or < S_k - 1, window_right -1 or
  * < S_q - 1 with causal folded in as 0. Without EXT the kernel is v7's (version-1 problems):
- * p.causal is the only mask. */
-template <typename T, int D, bool PACKED, int MT_, bool EXT>
+ * p.causal is the only mask. VAR (v9): varlen, paged K/V, seqused_k; the plain path with
+ * EXT's masks and one row tile per warp, S_q and S_k sequence blockIdx.z's, the rows of Q, O,
+ * K and V and the LSE entries from its own bases (seq_base), K/V tiles through its pages. */
+template <typename T, int D, bool PACKED, int MT_, bool EXT, bool VAR>
 __global__ void __launch_bounds__(Config<D, MT_>::THREADS,
                                   PACKED ? Config<D, MT_>::PACKED_MIN_BLOCKS : Config<D, MT_>::MIN_BLOCKS)
 flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pack) {
+    static_assert(!VAR || (EXT && !PACKED && MT_ == 1), "VAR: the plain path, EXT's masks, one row tile per warp");
     using C = Config<D, MT_>;
     constexpr int MT = PACKED ? 1 : C::MT; /* m16 row tiles per warp */
     constexpr int BM = C::bm(PACKED), BN = C::bn(PACKED);
@@ -262,13 +331,15 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3; /* mma fragment row group and column pair */
-    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
+    /* VAR: sequence b = blockIdx.z's own lengths; else the problem's */
+    const int Sq = VAR ? seq_len_q(p, blockIdx.z) : p.seqlen_q, Sk = VAR ? seq_len_k(p, blockIdx.z) : p.seqlen_k;
     const int offset = Sk - Sq; /* causal: row i sees key j iff j <= i + offset */
     const int jobs = p.batch * p.heads;
     /* plain: this block's (batch, head) as a job index b * heads + h, and its first row;
      * packed: the job of the block's head 0 */
     const int job0 = PACKED ? blockIdx.x * pack : blockIdx.z * p.heads + blockIdx.y;
     const int m0 = PACKED ? 0 : blockIdx.x * BM;
+    if (VAR && m0 >= Sq) return; /* the grid covers the longest sequence: no row of this one here */
     /* EXT: query heads per KV head; the window as offsets from the query's row: key c is
      * visible to row i (of its head) iff i + lo_off <= c <= i + hi_off and c < S_k. An
      * unbounded side gets an offset that never binds for 0 <= i < S_q, 0 <= c < S_k. */
@@ -299,9 +370,30 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         }
         return head_base<T, EXT>(base, job, p.heads, bs, hs, group) + (int64_t)pos * rs;
     };
-    /* plain: the block's (batch, head) bases, once (K and V: its KV head) */
-    const T *k_head = head_base<T, EXT>(p.k, job0, p.heads, p.k_batch_stride, p.k_head_stride, group);
-    const T *v_head = head_base<T, EXT>(p.v, job0, p.heads, p.v_batch_stride, p.v_head_stride, group);
+    /* plain: the block's (batch, head) bases, once (K and V: its KV head). VAR: the sequence's
+     * (seq_base; paged K/V, the pool's KV head, the block table row `pages` giving each key's
+     * page), for Q and O too; its LSE entry of row 0: [heads][total_q] by token with
+     * cu_seqlens_q, else dense. */
+    const int32_t *pages = VAR && p.block_table ? p.block_table + (int64_t)blockIdx.z * p.block_table_stride : nullptr;
+    const T *k_head = VAR ? seq_base<T>(p.k, pages ? nullptr : p.cu_seqlens_k, blockIdx.z, blockIdx.y / group,
+                                        pages ? 0 : p.k_batch_stride, p.k_head_stride, p.k_row_stride)
+                          : head_base<T, EXT>(p.k, job0, p.heads, p.k_batch_stride, p.k_head_stride, group);
+    const T *v_head = VAR ? seq_base<T>(p.v, pages ? nullptr : p.cu_seqlens_k, blockIdx.z, blockIdx.y / group,
+                                        pages ? 0 : p.v_batch_stride, p.v_head_stride, p.v_row_stride)
+                          : head_base<T, EXT>(p.v, job0, p.heads, p.v_batch_stride, p.v_head_stride, group);
+    const T *q_seq = VAR ? seq_base<T>(p.q, p.cu_seqlens_q, blockIdx.z, blockIdx.y, p.q_batch_stride,
+                                       p.q_head_stride, p.q_row_stride)
+                         : nullptr;
+    T *const o_seq = VAR ? const_cast<T *>(seq_base<T>(p.o, p.cu_seqlens_q, blockIdx.z, blockIdx.y, p.o_batch_stride,
+                                                       p.o_head_stride, p.o_row_stride))
+                         : nullptr;
+    const int64_t lse_row0 = !VAR ? 0
+                           : p.cu_seqlens_q ? (int64_t)blockIdx.y * p.cu_seqlens_q[p.batch] + p.cu_seqlens_q[blockIdx.z]
+                                            : (int64_t)job0 * p.seqlen_q;
+    /* VAR, paged: a tile lies in one page iff page_size is a multiple of BN (tiles start at
+     * multiples of BN); else each row's page is looked up */
+    const bool whole_tiles = VAR && pages && p.page_size % BN == 0;
+    const DivBy by_page(VAR && pages ? p.page_size : 1);
     auto load_kv = [&](int stage, int key0) {
         if constexpr (PACKED) {
             load_tile<T, D, BN, C::THREADS>(sK + stage * BN * D, static_cast<const T *>(p.k), [&](int c) {
@@ -310,6 +402,18 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
             load_tile<T, D, BN, C::THREADS>(sV + stage * BN * D, static_cast<const T *>(p.v), [&](int c) {
                 return kv_row(p.v, p.v_batch_stride, p.v_head_stride, p.v_row_stride, key0, c);
             });
+        } else if (VAR && whole_tiles) { /* from row key0 % page_size of the tile's page */
+            const uint32_t n = by_page(key0);
+            const int64_t page = pages[n], in_page = key0 - n * (uint32_t)p.page_size;
+            load_rows<T, D, BN, C::THREADS>(sK + stage * BN * D,
+                                            k_head + page * p.k_batch_stride + in_page * p.k_row_stride,
+                                            p.k_row_stride, Sk - key0);
+            load_rows<T, D, BN, C::THREADS>(sV + stage * BN * D,
+                                            v_head + page * p.v_batch_stride + in_page * p.v_row_stride,
+                                            p.v_row_stride, Sk - key0);
+        } else if (VAR && pages) {
+            load_paged_rows<T, D, BN, C::THREADS>(sK + stage * BN * D, sV + stage * BN * D, k_head, v_head, p, pages,
+                                                  by_page, key0, Sk - key0);
         } else {
             load_rows<T, D, BN, C::THREADS>(sK + stage * BN * D, k_head + (int64_t)key0 * p.k_row_stride,
                                             p.k_row_stride, Sk - key0);
@@ -335,14 +439,14 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     }
     if (EXT ? n_blocks <= j_first : n_blocks == 0) { /* no row of this block sees a key: zeros and -inf */
         const int b = blockIdx.z, h = blockIdx.y;
-        T *o = static_cast<T *>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
+        T *o = VAR ? o_seq : static_cast<T *>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
         for (int i = threadIdx.x; i < BM * D; i += C::THREADS) {
             const int row = m0 + i / D;
             if (row < Sq) o[(int64_t)row * p.o_row_stride + i % D] = T(0.0f);
         }
         if (p.lse)
             for (int i = threadIdx.x; i < BM; i += C::THREADS)
-                if (m0 + i < Sq) p.lse[(int64_t)job0 * Sq + m0 + i] = -INFINITY;
+                if (m0 + i < Sq) p.lse[VAR ? lse_row0 + m0 + i : (int64_t)job0 * Sq + m0 + i] = -INFINITY;
         return;
     }
 
@@ -350,7 +454,9 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
         load_tile<T, D, BM, C::THREADS>(sQ, static_cast<const T *>(p.q), q_row);
     else
         load_rows<T, D, BM, C::THREADS>(
-            sQ, head_base<T>(p.q, job0, p.heads, p.q_batch_stride, p.q_head_stride) + (int64_t)m0 * p.q_row_stride,
+            sQ,
+            (VAR ? q_seq : head_base<T>(p.q, job0, p.heads, p.q_batch_stride, p.q_head_stride)) +
+                (int64_t)m0 * p.q_row_stride,
             p.q_row_stride, Sq - m0);
     load_kv(j_first & 1, j_first * BN);
     cp_async_commit();
@@ -539,14 +645,14 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
             const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
             const int job = job0 + slot[mt][r].head, row = slot[mt][r].pos;
             if (row >= Sq || (PACKED && (slot[mt][r].head >= pack || job >= jobs))) continue;
-            T *orow = const_cast<T *>(head_base<T>(p.o, job, p.heads, p.o_batch_stride, p.o_head_stride)) +
+            T *orow = (VAR ? o_seq : const_cast<T *>(head_base<T>(p.o, job, p.heads, p.o_batch_stride, p.o_head_stride))) +
                       (int64_t)row * p.o_row_stride + 2 * t;
 #pragma unroll
             for (int dt = 0; dt < NT_O; ++dt)
                 *reinterpret_cast<uint32_t *>(orow + dt * 8) =
                     Mma<T>::pack(acc[mt][dt][2 * r] * inv, acc[mt][dt][2 * r + 1] * inv);
             if (p.lse && t == 0)
-                p.lse[(int64_t)job * Sq + row] =
+                p.lse[VAR ? lse_row0 + row : (int64_t)job * Sq + row] =
                     l > 0.0f ? (row_max[mt][r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
         }
 }
@@ -557,7 +663,7 @@ int heads_per_block(int seqlen_q, int seqlen_k) {
     return min(Config<D, 1>::bm(true) / seqlen_q, Config<D, 1>::bn(true) / seqlen_k);
 }
 
-template <typename T, int D, bool PACKED, int MT, bool EXT>
+template <typename T, int D, bool PACKED, int MT, bool EXT, bool VAR>
 int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     using C = Config<D, MT>;
     constexpr int smem = C::smem_bytes(PACKED);
@@ -568,15 +674,16 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     if (cudaGetDevice(&dev) != cudaSuccess) return kErr;
     const unsigned long long bit = dev < 64 ? 1ull << dev : 0; /* past 64 devices: every call */
     if (!(raised.load(std::memory_order_relaxed) & bit)) {
-        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED, MT, EXT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED, MT, EXT, VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) != cudaSuccess)
             return kErr;
         raised.fetch_or(bit, std::memory_order_relaxed);
     }
     const int jobs = p->batch * p->heads;
+    /* plain (VAR too): blocks of BM rows of the longest sequence, per head and sequence */
     const dim3 grid = PACKED ? dim3((jobs + pack - 1) / pack) : dim3((p->seqlen_q + C::BM - 1) / C::BM, p->heads, p->batch);
     const float scale_log2 = p->softmax_scale * 1.4426950408889634f;
-    flash2_fwd_kernel<T, D, PACKED, MT, EXT><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
+    flash2_fwd_kernel<T, D, PACKED, MT, EXT, VAR><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
@@ -586,14 +693,23 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
 template <typename T, int D, bool EXT>
 int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
     const int pack = heads_per_block<D>(p->seqlen_q, p->seqlen_k);
-    if (pack >= 2) return launch<T, D, true, 1, EXT>(p, pack, stream);
+    if (pack >= 2) return launch<T, D, true, 1, EXT, false>(p, pack, stream);
     if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
     const bool banded = p->causal || (EXT && (p->window_left >= 0 || p->window_right >= 0));
-    return banded ? launch<T, D, false, 1, EXT>(p, 1, stream) : launch<T, D, false, kMtFull<D>, EXT>(p, 1, stream);
+    return banded ? launch<T, D, false, 1, EXT, false>(p, 1, stream)
+                  : launch<T, D, false, kMtFull<D>, EXT, false>(p, 1, stream);
 }
 
+/* VAR (varlen, paged K/V, seqused_k): one instantiation per dtype and head dim, the plain
+ * path (packed heads assume one length for all) with EXT's masks, one row tile per warp (a
+ * sequence's last block is then at most 63 rows short, and EXT at d64 MT 2 has no registers
+ * left); any mask, GQA and softcap. */
 template <typename T, int D>
-int dispatch(const attn_fwd_params *p, bool ext, cudaStream_t stream) {
+int dispatch(const attn_fwd_params *p, bool ext, bool var, cudaStream_t stream) {
+    if (var) {
+        if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
+        return launch<T, D, false, 1, true, true>(p, 1, stream);
+    }
     return ext ? dispatch<T, D, true>(p, stream) : dispatch<T, D, false>(p, stream);
 }
 
@@ -611,15 +727,20 @@ int flash2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
     if ((int64_t)p->batch * p->heads > INT32_MAX) return ATTN_UNSUPPORTED; /* job indices are int */
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
-    if (!aligned(p->q, p->q_batch_stride, p->q_head_stride, p->q_row_stride) ||
-        !aligned(p->k, p->k_batch_stride, p->k_head_stride, p->k_row_stride) ||
-        !aligned(p->v, p->v_batch_stride, p->v_head_stride, p->v_row_stride) ||
-        !aligned(p->o, p->o_batch_stride, p->o_head_stride, p->o_row_stride))
+    const bool paged = p->block_table != nullptr;
+    if (paged && (p->page_size < 1 || p->block_table_stride < 1)) return kErr;
+    /* a batch stride that the layout leaves unused (packed rows) is not checked; paged, K's and
+     * V's are the page strides */
+    const bool packed_q = p->cu_seqlens_q != nullptr, packed_kv = p->cu_seqlens_k && !paged;
+    if (!aligned(p->q, packed_q ? 0 : p->q_batch_stride, p->q_head_stride, p->q_row_stride) ||
+        !aligned(p->k, packed_kv ? 0 : p->k_batch_stride, p->k_head_stride, p->k_row_stride) ||
+        !aligned(p->v, packed_kv ? 0 : p->v_batch_stride, p->v_head_stride, p->v_row_stride) ||
+        !aligned(p->o, packed_q ? 0 : p->o_batch_stride, p->o_head_stride, p->o_row_stride))
         return ATTN_UNSUPPORTED;
-    /* Version 2: beyond grouped KV heads, windows and softcap (the caps below), nothing */
-    if ((n.head_dim_v != 0 && n.head_dim_v != n.head_dim) || n.cu_seqlens_q || n.cu_seqlens_k || n.block_table ||
-        n.seqused_k)
-        return ATTN_UNSUPPORTED;
+    /* Version 2: beyond grouped KV heads, windows, softcap, varlen, paged K/V and seqused_k (the
+     * caps below), nothing */
+    if (n.head_dim_v != 0 && n.head_dim_v != n.head_dim) return ATTN_UNSUPPORTED;
+    const bool var = packed_q || p->cu_seqlens_k || paged || p->seqused_k;
     if (n.heads_k == 0) n.heads_k = n.heads; /* "off", as simple takes it */
     if (n.heads_k < 1 || n.heads % n.heads_k != 0) return kErr;
     if (!(n.softcap >= 0.0f) || isinf(n.softcap)) return kErr;
@@ -629,17 +750,22 @@ int flash2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     /* Windows: causal is window_right 0. A bound that no (row, key) pair reaches is none:
      * d = j - (i + S_k - S_q) lies in [1 - S_k, S_q - 1]. What is left: window_right 0
      * alone is causal (v7's code), anything else EXT. A version-1 problem (-1, -1) keeps its
-     * causal flag as given, hence its kernel. */
+     * causal flag as given, hence its kernel. With VAR, seqlen_q and seqlen_k bound every
+     * sequence's S_q and S_k (the harness checks it), so the same bounds hold per sequence. */
     if (n.window_left < 0 || n.window_left >= n.seqlen_k - 1) n.window_left = -1;
     if (n.causal)
         n.window_right = 0;
     else if (n.window_right < 0 || n.window_right >= n.seqlen_q - 1)
         n.window_right = -1;
     n.causal = n.window_right == 0;
+    /* decode (a few queries against a long key side): the split-KV path (decode.cu) */
+    const int decode_rc = flash2_decode_fwd(p, stream);
+    if (decode_rc != ATTN_UNSUPPORTED) return decode_rc;
     const bool ext = n.heads_k != n.heads || n.window_left >= 0 || n.window_right > 0 || n.softcap > 0.0f;
     const bool bf16 = p->dtype == ATTN_BF16;
-    if (p->head_dim == 64) return bf16 ? dispatch<__nv_bfloat16, 64>(p, ext, stream) : dispatch<__half, 64>(p, ext, stream);
-    return bf16 ? dispatch<__nv_bfloat16, 128>(p, ext, stream) : dispatch<__half, 128>(p, ext, stream);
+    if (p->head_dim == 64)
+        return bf16 ? dispatch<__nv_bfloat16, 64>(p, ext, var, stream) : dispatch<__half, 64>(p, ext, var, stream);
+    return bf16 ? dispatch<__nv_bfloat16, 128>(p, ext, var, stream) : dispatch<__half, 128>(p, ext, var, stream);
 }
 
 constexpr int kHeadDims[] = {64, 128, 0};
@@ -648,7 +774,7 @@ constexpr int kHeadDims[] = {64, 128, 0};
 
 extern "C" const attn_kernel attn_kernel_flash2 = {
     "flash2", flash2_fwd,
-    ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP,
+    ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_VARLEN | ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K,
     0,         /* fp16 and bf16 */
     kHeadDims, /* 64 and 128 */
 };
