@@ -9,4 +9,7 @@ if(n GREATER 0)
   list(GET S_CASES 0 first)
 endif()
 list(LENGTH S_PACKED npacked)
-message("cases=${n} batch=${S_BATCH} heads=${S_HEADS} first=${first} packed=${npacked} pages=${S_PAGE_SIZES}")
+# lists joined by ',': a ';' in a test's PASS_REGULAR_EXPRESSION would split it into
+# alternatives, any one of which passes
+string(REPLACE ";" "," pages "${S_PAGE_SIZES}")
+message("cases=${n} batch=${S_BATCH} heads=${S_HEADS} first=${first} packed=${npacked} pages=${pages}")

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <ini.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,12 +58,13 @@ int attn_workload_parse(const char *s) {
     return -1;
 }
 
-/* "<kernel> <dtype|*> <d64|d128|*> <workload|*> <lo>-<hi>" */
+/* "<kernel> <dtype|*> <d64|d128|*> <workload|*> <lo>-<hi> [q<lo>[-<hi>]]" */
 static int parse_class(ctx *c, const char *section, attn_threshold_class *k) {
-    char kernel[64], dt[16], d[16], mask[16], range[32], extra[2];
-    int n = sscanf(section, "%63s %15s %15s %15s %31s %1s", kernel, dt, d, mask, range, extra);
-    const char *want = "expected [<kernel> <fp16|bf16|*> <d64|d128|*> <full|causal|decode|varlen|window|*> <lo>-<hi>]";
-    if (n != 5) goto bad;
+    char kernel[64], dt[16], d[16], mask[16], range[32], qrange[32], extra[2];
+    int n = sscanf(section, "%63s %15s %15s %15s %31s %31s %1s", kernel, dt, d, mask, range, qrange, extra);
+    const char *want = "expected [<kernel> <fp16|bf16|*> <d64|d128|*> <full|causal|decode|varlen|window|*> <lo>-<hi> "
+                       "[q<lo>[-<hi>]]]";
+    if (n != 5 && n != 6) goto bad;
     memset(k, 0, sizeof *k);
     snprintf(k->kernel, sizeof k->kernel, "%s", kernel);
     snprintf(k->section, sizeof k->section, "%s", section);
@@ -73,7 +75,13 @@ static int parse_class(ctx *c, const char *section, attn_threshold_class *k) {
     else if (sscanf(d, "d%d", &k->head_dim) != 1 || k->head_dim <= 0) goto bad;
     k->workload = !strcmp(mask, "*") ? -1 : attn_workload_parse(mask);
     if (k->workload == -1 && strcmp(mask, "*")) goto bad;
-    if (sscanf(range, "%d-%d", &k->s_lo, &k->s_hi) != 2 || k->s_lo < 1 || k->s_hi < k->s_lo) goto bad;
+    if (sscanf(range, "%d-%d%1s", &k->s_lo, &k->s_hi, extra) != 2 || k->s_lo < 1 || k->s_hi < k->s_lo) goto bad;
+    k->q_lo = 0, k->q_hi = INT_MAX;
+    if (n == 6) {
+        int m = sscanf(qrange, "q%d-%d%1s", &k->q_lo, &k->q_hi, extra);
+        if (m == 1) k->q_hi = k->q_lo;
+        if ((m != 1 && m != 2) || k->q_lo < 1 || k->q_hi < k->q_lo) goto bad;
+    }
     return 1;
 bad:
     snprintf(c->why, c->whylen, "section [%s]: %s", section, want);
@@ -183,7 +191,7 @@ int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t
 
 const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,
                                                  attn_dtype dtype, int head_dim, int workload,
-                                                 int seqlen) {
+                                                 int seqlen, int seqlen_q) {
     for (int i = 0; i < t->nclasses; i++) {
         const attn_threshold_class *k = &t->classes[i];
         if (strcmp(k->kernel, kernel)) continue;
@@ -191,6 +199,7 @@ const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const
         if (k->head_dim && k->head_dim != head_dim) continue;
         if (k->workload != -1 && k->workload != workload) continue;
         if (seqlen < k->s_lo || seqlen > k->s_hi) continue;
+        if (seqlen_q < k->q_lo || seqlen_q > k->q_hi) continue;
         return k;
     }
     return NULL;

@@ -27,8 +27,10 @@ typedef struct {
     int dtype;                 /* attn_dtype, or -1 for any */
     int head_dim;              /* 0 for any */
     int workload;              /* attn_workload, or -1 for any */
-    int s_lo, s_hi;            /* seqlen range, inclusive (decode: the cache length; varlen:
-                                  the longest sequence) */
+    int s_lo, s_hi;            /* seqlen range, inclusive (version 2's workloads: the longest
+                                  sequence's keys, e.g. decode's cache length) */
+    int q_lo, q_hi;            /* seqlen_q range (the longest sequence's queries), inclusive:
+                                  the optional sixth word q<lo>[-<hi>]; else any */
     double min_speedup_reference; /* NAN when not set: only the dense workloads have the
                                      cuBLAS baseline, and require it */
     double min_speedup_cudnn;  /* NAN when not set */
@@ -58,6 +60,6 @@ void attn_thresholds_free(attn_thresholds *t);
 /* The first class (in file order) that covers the case, or NULL. */
 const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,
                                                  attn_dtype dtype, int head_dim, int workload,
-                                                 int seqlen);
+                                                 int seqlen, int seqlen_q);
 
 #endif

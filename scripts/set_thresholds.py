@@ -7,7 +7,7 @@ Each RUN is a results file (results/<gpu>/<date>-<commit>.json) or a folder of o
 per-test fragments (an interrupted run's). For every benchmark of that kernel it writes one
 class section [<kernel> <dtype> d<D> <workload> <S>-<S>] (workload full or causal for the dense
 matrix, S = S_q = S_k; decode, varlen or window for version 2's, S the longest sequence's
-keys) whose minimum for each figure (speedup vs the cuBLAS reference, dense matrix only; vs
+keys, and decode's sections add q<S_q>) whose minimum for each figure (speedup vs the cuBLAS reference, dense matrix only; vs
 cuDNN where it ran; roofline efficiency) is
 
     margin x lowest measured x (lowest / highest)
@@ -89,11 +89,13 @@ def main():
     sections = []
     names = sorted({n for r in runs for n in r},
                    key=lambda n: next((r[n]["dtype"], r[n]["head_dim"], workload(r[n]) not in DENSE, workload(r[n]),
-                                       class_seqlen(r[n])) for r in runs if n in r))
+                                       class_seqlen(r[n]), r[n]["seqlen_q"]) for r in runs if n in r))
     for name in names:
         seen = [figures(r[name]) for r in runs if name in r]
         t = next(r[name] for r in runs if name in r)
-        lines = [f"[{a.kernel} {t['dtype']} d{t['head_dim']} {workload(t)} {class_seqlen(t)}-{class_seqlen(t)}]"]
+        # decode's classes also name the query count (q1 and q16 against the same cache differ)
+        q = f" q{t['seqlen_q']}" if workload(t) == "decode" else ""
+        lines = [f"[{a.kernel} {t['dtype']} d{t['head_dim']} {workload(t)} {class_seqlen(t)}-{class_seqlen(t)}{q}]"]
         for key in ("min_speedup_reference", "min_speedup_cudnn", "min_roofline"):
             vals = [f[key] for f in seen if key in f]
             if len(vals) == len(seen):  # cuDNN's minimum only where it ran every time

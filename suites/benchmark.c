@@ -69,6 +69,7 @@ static struct {
     size_t n;         /* elements of each of Q, K, V, O (dense workloads) */
     /* version 2's workloads (workload > ATTN_WORKLOAD_CAUSAL) */
     int workload, heads_k, window_left, window_right, page_size;
+    int seqlen_q; /* the longest sequence's queries (the dense matrix: seqlen) */
     int nseq, lens_q[MAX_BENCH_SEQS], lens_k[MAX_BENCH_SEQS];
     attn_seqs seqs;
     size_t o_elems;  /* elements of O as the kernel writes it */
@@ -475,6 +476,7 @@ static int begin_fragment(void) {
             B.seqlen = B.lens_k[b] > B.seqlen ? B.lens_k[b] : B.seqlen;
         }
     }
+    B.seqlen_q = seqlen_q;
     B.doc = json_pack("{s:s, s:s, s:s, s:i, s:b, s:i, s:i, s:i, s:i, s:s, s:i}", "test", B.name, "kernel",
                       B.kernel_name, "dtype", B.dtype_name, "head_dim", B.head_dim, "causal", B.causal,
                       "seqlen_q", seqlen_q, "seqlen_k", B.seqlen, "batch", B.batch, "heads", B.heads,
@@ -514,7 +516,7 @@ static void load_thresholds(void) {
     if (!B.judge_as || !*B.judge_as) B.judge_as = B.kernel_name;
     /* no class: measured and recorded all the same (so that minimums can be set from the
      * figures: scripts/set_thresholds.py), but skipped, never passed */
-    B.cls = attn_thresholds_find(&B.th, B.judge_as, B.dtype, B.head_dim, B.workload, B.seqlen);
+    B.cls = attn_thresholds_find(&B.th, B.judge_as, B.dtype, B.head_dim, B.workload, B.seqlen, B.seqlen_q);
 }
 
 static void make_workload_inputs(void);
@@ -909,10 +911,10 @@ static void judge(const struct figures *f) __attribute__((noreturn));
 static void judge(const struct figures *f) {
     const attn_threshold_class *cls = B.cls;
     if (!cls)
-        finish("skipped", ATTN_EXIT_SKIP, "measured, but no thresholds class in %s covers %s %s d%d %s s%d; "
-               "add a section [%s <dtype|*> <d64|d128|*> <%s|*> <lo>-<hi>] "
+        finish("skipped", ATTN_EXIT_SKIP, "measured, but no thresholds class in %s covers %s %s d%d %s s%d q%d; "
+               "add a section [%s <dtype|*> <d64|d128|*> <%s|*> <lo>-<hi> [q<lo>-<hi>]] "
                "(scripts/set_thresholds.py writes them from a results file)", B.tpath, B.judge_as, B.dtype_name,
-               B.head_dim, B.workload_name, B.seqlen, B.judge_as, B.workload_name);
+               B.head_dim, B.workload_name, B.seqlen, B.seqlen_q, B.judge_as, B.workload_name);
     json_t *jt = json_pack("{s:s, s:s, s:s, s:f}", "file", B.tpath, "judged_as", B.judge_as, "class",
                            cls->section, "min_roofline", cls->min_roofline);
     json_object_set_new(jt, "min_speedup_reference",

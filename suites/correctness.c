@@ -1098,6 +1098,7 @@ typedef struct {
     const char *kernel, *plugin, *tolerance, *checks;
     const char *lists[8]; /* dtypes, head dims, masks, KV heads, windows, softcaps, page sizes, shapes */
     int in_process, pairwise, list;
+    int shard, shards; /* --shard K/N: only the cases i with i % N == K (N 1: all) */
     double case_timeout_s;
     test_case *cases;
     int n_cases;
@@ -1234,11 +1235,12 @@ static void usage(const char *why) {
             "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so] --dtype fp16|bf16[,...]\n"
             "         --head-dim D|DxDV[,...] --mask full|causal[,...] --shapes QxK|S[,...] --batch B --heads H\n"
             "         [--heads-k HK[,...]] [--window L:R[,...]] [--softcap C[,...]] [--page-size P[,...]]\n"
-            "         [--pairwise]\n"
+            "         [--pairwise] [--shard K/N]\n"
             "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process] [--list]\n"
             "cases: the cross product of the lists (S = SxS; D = DxD; --heads-k defaults to --heads,\n"
             "        --window to -1:-1 (none; -1 is unbounded; causal cases keep only L), --softcap to 0\n"
-            "        (off)); --pairwise: the rows of a pairwise covering array of them instead\n"
+            "        (off)); --pairwise: the rows of a pairwise covering array of them instead;\n"
+            "        --shard K/N: of those, the cases i with i %% N == K (a test split over N processes)\n"
             "packed cases: a shape QxK+QxK+... (sequences of their own lengths, 0 allowed) or a page\n"
             "        size P > 0 (K and V in a shuffled pool of P-row pages) runs only the check 'packed'\n"
             "checks: accuracy large_inputs unwritten guard_bands determinism scale layouts lse\n"
@@ -1391,11 +1393,12 @@ static void build_cases(args *a) {
             for (int x = N_AXES - 1, k = r; x >= 0; k /= size[x], x--) rows[r * N_AXES + x] = k % size[x];
     }
     a->cases = calloc((size_t)n, sizeof *a->cases);
-    for (int r = 0; r < n; r++) {
-        make_case(&a->cases[r], v, rows + (size_t)r * N_AXES);
-        validate_case(&a->cases[r]);
+    a->n_cases = 0;
+    for (int r = a->shard; r < n; r += a->shards) {
+        test_case *c = &a->cases[a->n_cases++];
+        make_case(c, v, rows + (size_t)r * N_AXES);
+        validate_case(c);
     }
-    a->n_cases = n;
     free(rows);
 }
 
@@ -1404,12 +1407,13 @@ static void parse_args(int argc, char **argv, args *a) {
     a->checks = DEFAULT_CHECKS;
     a->case_timeout_s = 60;
     a->lists[AX_WINDOW] = "-1:-1", a->lists[AX_SOFTCAP] = "0", a->lists[AX_PAGE] = "0";
+    a->shard = 0, a->shards = 1;
     static const struct option opts[] = {
         {"name", 1, 0, 'n'},     {"kernel", 1, 0, 'k'},       {"plugin", 1, 0, 'p'},    {"dtype", 1, 0, 't'},
         {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},         {"shapes", 1, 0, 'S'},    {"batch", 1, 0, 'b'},
         {"heads", 1, 0, 'h'},    {"tolerance", 1, 0, 'T'},    {"checks", 1, 0, 'c'},    {"case-timeout", 1, 0, 'W'},
         {"in-process", 0, 0, 'I'}, {"heads-k", 1, 0, 'K'},    {"window", 1, 0, 'w'},    {"softcap", 1, 0, 'C'},
-        {"pairwise", 0, 0, 'P'}, {"list", 0, 0, 'L'}, {"page-size", 1, 0, 'G'}, {0, 0, 0, 0},
+        {"pairwise", 0, 0, 'P'}, {"list", 0, 0, 'L'}, {"page-size", 1, 0, 'G'}, {"shard", 1, 0, 'H'}, {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1433,6 +1437,13 @@ static void parse_args(int argc, char **argv, args *a) {
         case 'I': a->in_process = 1; break;
         case 'P': a->pairwise = 1; break;
         case 'L': a->list = 1; break;
+        case 'H': {
+            char extra;
+            if (sscanf(optarg, "%d/%d%c", &a->shard, &a->shards, &extra) != 2 || a->shards < 1 || a->shards > 64 ||
+                a->shard < 0 || a->shard >= a->shards)
+                usage("--shard: expected K/N with 0 <= K < N <= 64");
+            break;
+        }
         default: usage("unknown option");
         }
     }

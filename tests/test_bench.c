@@ -75,15 +75,15 @@ START_TEST(classes_match_first) {
     ck_assert_str_eq(t.gpu_name, "Test GPU");
     ck_assert_double_eq(t.bf16_tflops, 710);
     ck_assert_int_eq(t.nclasses, 2);
-    const attn_threshold_class *k = attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 1024);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 1024, 1024);
     ck_assert_ptr_eq(k, &t.classes[0]);
     ck_assert(isnan(k->min_speedup_cudnn));
-    k = attn_thresholds_find(&t, "simple", ATTN_F16, 128, 1, 1024);
+    k = attn_thresholds_find(&t, "simple", ATTN_F16, 128, 1, 1024, 1024);
     ck_assert_ptr_eq(k, &t.classes[1]);
     ck_assert_double_eq(k->min_speedup_cudnn, 0.2);
-    ck_assert_ptr_eq(attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 256), &t.classes[1]);
-    ck_assert_ptr_null(attn_thresholds_find(&t, "other", ATTN_BF16, 128, 1, 256));
-    ck_assert_ptr_null(attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 4096));
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 256, 256), &t.classes[1]);
+    ck_assert_ptr_null(attn_thresholds_find(&t, "other", ATTN_BF16, 128, 1, 256, 256));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 4096, 4096));
 }
 END_TEST
 
@@ -112,20 +112,22 @@ END_TEST
  * classes may omit min_speedup_reference (a class of a dense mask, or of any, may not). */
 START_TEST(workload_classes) {
     char text[1024];
-    snprintf(text, sizeof text, "%s[k bf16 d128 decode 4096-131072]\nmin_roofline = 0.7\nmin_speedup_cudnn = 1\n"
+    snprintf(text, sizeof text, "%s[k bf16 d128 decode 4096-131072 q1]\nmin_roofline = 0.7\nmin_speedup_cudnn = 1\n"
              "[k * * window 1-8192]\nmin_roofline = 0.2\n[k * * causal 1-8192]\nmin_speedup_reference = 2\n"
-             "min_roofline = 0.3\n", HEAD);
+             "min_roofline = 0.3\n[k * * decode 1-131072 q2-16]\nmin_roofline = 0.4\n", HEAD);
     attn_thresholds t;
     char err[512];
     ck_assert_msg(attn_thresholds_load(write_file(text), &t, err, sizeof err) == 0, "%s", err);
     unlink(path);
-    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 1);
     ck_assert_ptr_eq(k, &t.classes[0]);
     ck_assert(isnan(k->min_speedup_reference));
-    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_F16, 128, ATTN_WORKLOAD_DECODE, 8192));
-    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_VARLEN, 8192));
-    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_F16, 64, ATTN_WORKLOAD_WINDOW, 4096), &t.classes[1]);
-    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_F16, 64, ATTN_WORKLOAD_CAUSAL, 4096), &t.classes[2]);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 16), &t.classes[3]);
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 17));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_F16, 128, ATTN_WORKLOAD_DECODE, 8192, 1));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_VARLEN, 8192, 8192));
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_F16, 64, ATTN_WORKLOAD_WINDOW, 4096, 4096), &t.classes[1]);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_F16, 64, ATTN_WORKLOAD_CAUSAL, 4096, 4096), &t.classes[2]);
     attn_thresholds_free(&t);
     ck_assert_str_eq(attn_workload_name(ATTN_WORKLOAD_VARLEN), "varlen");
     ck_assert_int_eq(attn_workload_parse("window"), ATTN_WORKLOAD_WINDOW);
@@ -135,6 +137,8 @@ START_TEST(workload_classes) {
     expect_error(text, "%s: section [k * * full 1-8] lacks min_speedup_reference");
     snprintf(text, sizeof text, "%s[k * * prefill 1-8]\nmin_roofline = 0.1\n", HEAD);
     expect_error(text, "%s:8: section [k * * prefill 1-8]: expected [<kernel>");
+    snprintf(text, sizeof text, "%s[k * * decode 1-8 q0]\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s:8: section [k * * decode 1-8 q0]: expected [<kernel>");
 }
 END_TEST
 START_TEST(roofline_above_one) {
@@ -187,7 +191,7 @@ START_TEST(many_classes) {
     unlink(path);
     free(text);
     ck_assert_int_eq(t.nclasses, 200);
-    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_F16, 64, 0, 150);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_F16, 64, 0, 150, 150);
     ck_assert_ptr_nonnull(k);
     ck_assert_double_eq(k->min_speedup_reference, 150);
     ck_assert(isnan(k->min_speedup_cudnn));
