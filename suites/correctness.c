@@ -830,12 +830,14 @@ static outcome check_launch(void) {
  * sequences all have the same number of queries (a decode batch) gives Q, O and the LSE
  * dense instead (no cu_seqlens_q): the memory is the same rows, so only the problem and the
  * LSE's index differ. The kernel's O and LSE are unpacked on the GPU into the reference's
- * dense layout and judged by the same rules. */
+ * dense layout and judged by the same rules; a right output is then put through the kernel
+ * contract on the same layout (packed_contract). */
 typedef struct {
     attn_seqs seqs;
     void *q, *k, *v, *o, *o_dense;
     float *lse, *lse_dense, *dg, *dr, *dlg;
     int32_t *cu_q, *cu_k, *table, *used;
+    size_t o_bytes, lse_bytes; /* of o and lse as the kernel writes them */
 } packed_run;
 
 static void packed_free(packed_run *r) {
@@ -888,8 +890,9 @@ static int packed_setup(packed_run *r, attn_fwd_params *p, uint64_t seed) {
         CUDA_TRY(attn_fill_normal_view(in[t], cfg.dtype, &views[t], seed + (uint64_t)t * 0x632be59bd9b4e019ull, 1.0f,
                                        cfg.stream));
     }
-    CUDA_TRY(cudaMemsetAsync(r->o, POISON, rq * H * DV * 2, cfg.stream));
-    CUDA_TRY(cudaMemsetAsync(r->lse, POISON, rq * H * 4, cfg.stream));
+    r->o_bytes = rq * H * DV * 2, r->lse_bytes = rq * H * 4;
+    CUDA_TRY(cudaMemsetAsync(r->o, POISON, r->o_bytes, cfg.stream));
+    CUDA_TRY(cudaMemsetAsync(r->lse, POISON, r->lse_bytes, cfg.stream));
     if (upload_i32(&r->cu_q, sq->cu_seqlens_q, (size_t)cfg.nseq + 1)) return 1;
     if (paged ? upload_i32(&r->table, sq->block_table, (size_t)cfg.nseq * sq->block_table_stride) ||
                     upload_i32(&r->used, (const int32_t *)cfg.lens_k, (size_t)cfg.nseq)
@@ -955,6 +958,73 @@ static int packed_judge(packed_run *r, const attn_fwd_params *p) {
     return bad;
 }
 
+/* The kernel contract on this layout (the contract checks run dense problems only): fwd on a
+ * non-blocking stream held by a gate, the outputs poisoned behind it, must return at once
+ * and leave a right output once the gate opens (a host copy of cu_seqlens or seqused_k, a
+ * synchronization, work on another stream fail); then fwd captured into a CUDA graph and
+ * replayed on poisoned outputs (an allocation or a synchronization in fwd fails). */
+static outcome packed_contract(packed_run *r, const attn_fwd_params *p) {
+    cudaStream_t s = NULL;
+    attn_gate *gate = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    outcome oc = CHECK_FAIL;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || attn_gate_create(&gate) != cudaSuccess ||
+        attn_gate_shut(gate, s, GATE_TIMEOUT_S) != cudaSuccess ||
+        cudaMemsetAsync(r->o, POISON, r->o_bytes, s) != cudaSuccess ||
+        cudaMemsetAsync(r->lse, POISON, r->lse_bytes, s) != cudaSuccess) {
+        say("  packed contract: setting up the gate failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        goto done;
+    }
+    int rc = cfg.kernel->fwd(p, s);
+    const int blocked = attn_gate_timed_out(gate);
+    attn_gate_open(gate);
+    if (rc != ATTN_OK || wait_kernel(s) != LAUNCH_OK) {
+        say("  packed contract: fwd on a held stream returned %d or failed\n", rc);
+        goto done;
+    }
+    if (blocked || attn_gate_timed_out(gate)) {
+        say("  packed contract: fwd did not return while its stream was held (the gate opened by its %d s "
+            "timeout): fwd waits for the GPU on this layout (a blocking copy of cu_seqlens, seqused_k or the "
+            "block table to the host, a synchronization); a kernel must only enqueue work\n", GATE_TIMEOUT_S);
+        goto done;
+    }
+    if (packed_judge(r, p)) {
+        say("  packed contract: fwd was called on a non-blocking stream held by a gate, the outputs "
+            "poisoned behind it: work not ordered on that stream\n");
+        goto done;
+    }
+    cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    rc = e == cudaSuccess ? cfg.kernel->fwd(p, s) : ATTN_OK;
+    cudaError_t e2 = cudaStreamEndCapture(s, &graph);
+    if (e == cudaSuccess) e = e2;
+    if (e == cudaSuccess && rc == ATTN_OK && graph) e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGetLastError();
+    if (e != cudaSuccess || rc != ATTN_OK || !exec) {
+        say("  packed contract: fwd could not be captured into a CUDA graph on this layout: %s, fwd returned "
+            "%d (no host synchronization, allocation or unjoined stream in fwd)\n",
+            e != cudaSuccess ? cudaGetErrorString(e) : "no graph", rc);
+        goto done;
+    }
+    if (cudaMemsetAsync(r->o, POISON, r->o_bytes, cfg.stream) != cudaSuccess ||
+        cudaMemsetAsync(r->lse, POISON, r->lse_bytes, cfg.stream) != cudaSuccess ||
+        cudaGraphLaunch(exec, cfg.stream) != cudaSuccess || wait_kernel(cfg.stream) != LAUNCH_OK) {
+        say("  packed contract: replaying the captured graph failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        goto done;
+    }
+    if (packed_judge(r, p)) {
+        say("  packed contract: the replay of the captured graph left a wrong output\n");
+        goto done;
+    }
+    oc = CHECK_PASS;
+done:
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (s) cudaStreamSynchronize(s), cudaStreamDestroy(s);
+    attn_gate_destroy(gate);
+    return oc;
+}
+
 static outcome check_packed(void) {
     run_spec spec = default_spec(13);
     say_header("packed", spec.seed, ATTN_LAYOUT_BSHD, ATTN_LAYOUT_BSHD, 0);
@@ -989,7 +1059,7 @@ static outcome check_packed(void) {
             say("  reference failed: %s\n", err);
         }
         oc = lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED
-           : lr == LAUNCH_OK          ? (packed_judge(&r, &p) ? CHECK_FAIL : CHECK_PASS)
+           : lr == LAUNCH_OK          ? (packed_judge(&r, &p) ? CHECK_FAIL : packed_contract(&r, &p))
                                       : CHECK_FAIL;
     }
     packed_free(&r);

@@ -35,6 +35,9 @@ enum {
     BUG_PAGE_64,               /* paged: page boundary assumed at 64 rows, not page_size */
     BUG_PAGES_CONTIGUOUS,      /* paged: a sequence's pages assumed consecutive from its first */
     BUG_SEQUSED_IGNORED,       /* seqused_k never read: every key of the sequence's pages */
+    BUG_HOST_LENGTHS,          /* fwd copies cu_seqlens_q (or seqused_k) to the host and waits
+                                  for it on its stream (the longest length, as varlen kernels
+                                  size their grid): right output, a host synchronization */
 };
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
@@ -207,6 +210,16 @@ int broken_v2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     if (!p.q || !p.k || !p.v || !p.o) return kErr;
     if (p.block_table != nullptr && p.page_size < 1) return kErr;
     if (p.head_dim > 256 || p.head_dim_v > 256) return ATTN_UNSUPPORTED;
+    if constexpr (BUG == BUG_HOST_LENGTHS) { /* BUG: the lengths read back on the host */
+        const int32_t *lens = p.cu_seqlens_q ? p.cu_seqlens_q : p.seqused_k;
+        if (lens != nullptr) {
+            int32_t last = 0;
+            if (cudaMemcpyAsync(&last, lens + (p.cu_seqlens_q ? p.batch : p.batch - 1), sizeof last,
+                                cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+                cudaStreamSynchronize(stream) != cudaSuccess)
+                return kErr;
+        }
+    }
     return p.dtype == ATTN_BF16 ? launch_for_dims<__nv_bfloat16, BUG>(&p, stream)
                                 : launch_for_dims<__half, BUG>(&p, stream);
 }
@@ -229,6 +242,7 @@ const attn_kernel table[] = {
     { "broken_page_64", broken_v2_fwd<BUG_PAGE_64>, kAllCaps, 0, nullptr },
     { "broken_pages_contiguous", broken_v2_fwd<BUG_PAGES_CONTIGUOUS>, kAllCaps, 0, nullptr },
     { "broken_seqused_ignored", broken_v2_fwd<BUG_SEQUSED_IGNORED>, kAllCaps, 0, nullptr },
+    { "broken_host_lengths", broken_v2_fwd<BUG_HOST_LENGTHS>, kAllCaps, 0, nullptr },
 };
 
 } // namespace
