@@ -829,7 +829,8 @@ static outcome check_launch(void) {
  * pool of pages read through a block table (seqused_k their filled length). A batch whose
  * sequences all have the same number of queries (a decode batch) gives Q, O and the LSE
  * dense instead (no cu_seqlens_q): the memory is the same rows, so only the problem and the
- * LSE's index differ. The kernel's O and LSE are unpacked on the GPU into the reference's
+ * LSE's index differ; without pages its K and V are then a dense cache with seqused_k
+ * (packed_kv_cache). The kernel's O and LSE are unpacked on the GPU into the reference's
  * dense layout and judged by the same rules; a right output is then put through the kernel
  * contract on the same layout (packed_contract). */
 typedef struct {
@@ -854,6 +855,14 @@ static int packed_q_dense(int nseq, const int *lens_q) {
     return nseq > 0 && lens_q[0] > 0;
 }
 
+/* With Q dense and no pages, K and V are a dense cache (FlashAttention's KV-cache layout):
+ * [sequence][capacity][heads_k][dim], every sequence's rows past its seqused_k filled with
+ * random values too, so that reading past its length shows. */
+enum { CACHE_SLACK = 16 }; /* rows of capacity past the longest sequence's keys */
+static int packed_kv_cache(int nseq, const int *lens_q, int page_size) {
+    return page_size == 0 && packed_q_dense(nseq, lens_q);
+}
+
 /* n int32 from the host into a new device array */
 static int upload_i32(int32_t **dst, const int32_t *src, size_t n) {
     CUDA_TRY(cudaMalloc((void **)dst, n * sizeof(int32_t)));
@@ -865,7 +874,9 @@ static int upload_i32(int32_t **dst, const int32_t *src, size_t n) {
 static int packed_setup(packed_run *r, attn_fwd_params *p, uint64_t seed) {
     const attn_seqs *sq = &r->seqs;
     const int H = cfg.heads, HK = cfg.heads_k, D = cfg.head_dim, DV = cfg.head_dim_v, paged = cfg.page_size > 0;
-    const int64_t kv_rows = paged ? (int64_t)sq->num_pages * cfg.page_size : sq->total_k;
+    const int cache = packed_kv_cache(cfg.nseq, cfg.lens_q, cfg.page_size);
+    const int64_t capacity = (int64_t)sq->max_k + CACHE_SLACK;
+    const int64_t kv_rows = paged ? (int64_t)sq->num_pages * cfg.page_size : cache ? cfg.nseq * capacity : sq->total_k;
     const int64_t maxq = sq->max_q > 0 ? sq->max_q : 1;
     const size_t rq = (size_t)(sq->total_q > 0 ? sq->total_q : 1), rk = (size_t)(kv_rows > 0 ? kv_rows : 1);
     const size_t dense = (size_t)cfg.nseq * H * maxq;
@@ -896,7 +907,8 @@ static int packed_setup(packed_run *r, attn_fwd_params *p, uint64_t seed) {
     if (upload_i32(&r->cu_q, sq->cu_seqlens_q, (size_t)cfg.nseq + 1)) return 1;
     if (paged ? upload_i32(&r->table, sq->block_table, (size_t)cfg.nseq * sq->block_table_stride) ||
                     upload_i32(&r->used, (const int32_t *)cfg.lens_k, (size_t)cfg.nseq)
-              : upload_i32(&r->cu_k, sq->cu_seqlens_k, (size_t)cfg.nseq + 1))
+              : cache ? upload_i32(&r->used, (const int32_t *)cfg.lens_k, (size_t)cfg.nseq)
+                      : upload_i32(&r->cu_k, sq->cu_seqlens_k, (size_t)cfg.nseq + 1))
         return 1;
     attn_params_clear(p, H);
     p->dtype = cfg.dtype, p->batch = cfg.nseq, p->head_dim = D, p->head_dim_v = DV, p->heads_k = HK;
@@ -917,6 +929,9 @@ static int packed_setup(packed_run *r, attn_fwd_params *p, uint64_t seed) {
         p->block_table = r->table, p->block_table_stride = sq->block_table_stride;
         p->page_size = cfg.page_size, p->num_pages = sq->num_pages, p->seqused_k = r->used;
         p->k_batch_stride = (int64_t)cfg.page_size * HK * D, p->v_batch_stride = (int64_t)cfg.page_size * HK * DV;
+    } else if (cache) {
+        p->seqused_k = r->used, p->seqlen_k = (int)capacity;
+        p->k_batch_stride = capacity * HK * D, p->v_batch_stride = capacity * HK * DV;
     } else {
         p->cu_seqlens_k = r->cu_k;
     }
@@ -1036,9 +1051,10 @@ static outcome check_packed(void) {
     if (attn_seqs_make(&r.seqs, cfg.nseq, cfg.lens_q, cfg.lens_k, cfg.page_size, 3, spec.seed, err, sizeof err)) {
         say("  %s\n", err);
     } else if (!packed_setup(&r, &p, spec.seed)) {
-        const int32_t *used = cfg.page_size > 0 ? (const int32_t *)cfg.lens_k : NULL;
+        const int cache = packed_kv_cache(cfg.nseq, cfg.lens_q, cfg.page_size);
+        const int32_t *used = cfg.page_size > 0 || cache ? (const int32_t *)cfg.lens_k : NULL;
         const attn_problem_host host = {p.cu_seqlens_q ? r.seqs.cu_seqlens_q : NULL,
-                                        cfg.page_size ? NULL : r.seqs.cu_seqlens_k,
+                                        cfg.page_size || cache ? NULL : r.seqs.cu_seqlens_k,
                                         r.seqs.block_table, used};
         const size_t dense = (size_t)cfg.nseq * cfg.heads * p.seqlen_q;
         launch_result lr = LAUNCH_FAILED;
@@ -1190,6 +1206,8 @@ static attn_fwd_params case_shape(const test_case *c) {
         if (!packed_q_dense(c->nseq, c->lens_q)) p.cu_seqlens_q = (const int32_t *)stand_in;
         if (c->page_size > 0)
             p.block_table = p.seqused_k = (const int32_t *)stand_in, p.page_size = c->page_size;
+        else if (packed_kv_cache(c->nseq, c->lens_q, 0))
+            p.seqused_k = (const int32_t *)stand_in;
         else
             p.cu_seqlens_k = (const int32_t *)stand_in;
     }
