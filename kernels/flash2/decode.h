@@ -8,8 +8,8 @@
 #include "attn_abi.h"
 
 /* p as flash2_fwd validated and normalised it (heads_k set, window_left -1 or < seqlen_k - 1,
- * window_right -1, 0 with causal set, or > 0; softcap >= 0 finite; head_dim 64 or 128,
- * head_dim_v 0 or head_dim; 16-byte aligned pointers, strides multiples of 8 elements).
+ * window_right -1, 0 with causal set, or > 0; softcap >= 0 finite; any head dim flash2
+ * takes (this path takes 64 and 128 with head_dim_v 0 or head_dim, and declines the rest); 16-byte aligned pointers, strides multiples of 8 elements).
  * Returns ATTN_UNSUPPORTED when the problem is not a decode problem this path takes (flash2's
  * prefill path then runs it), ATTN_OK once the work is enqueued on `stream`, 2 on an error.
  * Never synchronizes; safe from several host threads and streams at once and under CUDA

@@ -10,8 +10,10 @@
  * sequences (S_q, S_k <= 32) pack several heads into one block. ABI version 2's grouped KV
  * heads, windows and softcap (v8) take separate instantiations (EXT), and varlen, paged K/V
  * and seqused_k (v9) others again (VAR), chosen on the host, so that version-1 problems run
- * the code they ran before. See NOTES.md for the work per tile, the resources per config and
- * each version's measurements. */
+ * the code they ran before. Head dims 64 and 128, and (v10, plain path only, one row tile per
+ * warp) 96 (in d128-wide shared-memory rows), 256 (32-key tiles, Q re-read from shared memory)
+ * and 192 for Q.K^T with 128 for V and O (DV). See NOTES.md for the work per tile, the
+ * resources per config and each version's measurements. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -52,58 +54,76 @@ constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 template <int D>
 constexpr int kMtFull = D == 64 ? FLASH2_MT_D64 : FLASH2_MT_D128;
 
-template <int D_, int MT_>
+/* D: Q's and K's head dim (Q.K^T); DV: V's and O's (P.V), D but for 192 x 128 (v10). */
+template <int D_, int MT_, int DV_ = D_>
 struct Config {
     static constexpr int D = D_;
+    static constexpr int DV = DV_;
     static constexpr int WARPS = 4;
     static constexpr int THREADS = WARPS * 32;
     static constexpr int MT = MT_; /* plain path */
+    /* v10's head dims (96, 256, 192 x 128) take the plain path only, one row tile per warp */
+    static constexpr bool PACKABLE = D == DV && (D == 64 || D == 128);
+    /* Shared-memory rows of the Q and K tiles (LDK) and of the V tiles (LDV), in elements: the
+     * head dim rounded up to 64 (whole groups of the 8 chunks the XOR swizzle spans). d96's
+     * rows are d128's: the 12 chunks of data, then 4 that are never written nor read (v10). */
+    static constexpr int LDK = (D + 63) / 64 * 64, LDV = (DV + 63) / 64 * 64;
     /* query rows per block: plain, 16 MT per warp; packed, 16 per warp */
     __host__ __device__ static constexpr int bm(bool packed) { return 16 * WARPS * (packed ? 1 : MT); }
     static constexpr int BM = bm(false);
     /* keys per KV tile: 64; 32 for 2 row tiles at d128, whose S and O accumulators (64 + 128
-     * registers per thread at BN = 64) leave no room otherwise. Packed blocks: 64. */
-    __host__ __device__ static constexpr int bn(bool packed) { return packed || !(MT == 2 && D == 128) ? 64 : 32; }
+     * registers per thread at BN = 64) leave no room otherwise, and at d256, whose K and V
+     * stages would take 128 KB at 64 keys (one block per SM). Packed blocks: 64. */
+    __host__ __device__ static constexpr int bn(bool packed) {
+        return packed || !((MT == 2 && D == 128) || D == 256) ? 64 : 32;
+    }
     static constexpr int BN = bn(false);
     /* Q's fragments stay in registers for the whole block, except with 2 row tiles at d128,
-     * where they would need 64 more registers per thread: there they are re-read from shared
-     * memory at each k16 step, as FlashAttention-2 does */
-    static constexpr bool Q_IN_REGS = MT == 1 || D == 64;
+     * where they would need 64 more registers per thread, and at d256 (64 more again next to
+     * O's 128: 72 to 108 bytes of spill): there they are re-read from shared memory at each
+     * k16 step, as FlashAttention-2 does */
+    static constexpr bool Q_IN_REGS = (MT == 1 && D != 256) || D == 64;
     /* resident blocks per SM asked of ptxas: it caps registers at 64 K / (THREADS x this).
      * Packed blocks (memory-bound, each one load, compute and store) ask for more, so more
      * bytes are in flight per SM: 5 at d64 (96 registers), 4 at d128 (128; 3 on sm_80). */
     static constexpr int MIN_BLOCKS = MT > 1 ? 2 : D == 64 ? 3 : 2;
     static constexpr int PACKED_MIN_BLOCKS = D == 64 ? FLASH2_PACKED_BLOCKS_D64 : FLASH2_PACKED_BLOCKS_D128;
     static constexpr int STAGES = 2;       /* K and V tiles double-buffered */
-    static constexpr int CHUNKS = D / 8;   /* 16-byte chunks per row */
 
     /* K and V stages: packed blocks (S_q, S_k <= 32) need one KV tile, hence one stage.
      * The kernel's shared-memory layout and the launch's byte count both come from here. */
     __host__ __device__ static constexpr int kv_stages(bool packed) { return packed ? 1 : STAGES; }
-    __host__ __device__ static constexpr int smem_q(bool packed) { return bm(packed) * D * 2; }
+    __host__ __device__ static constexpr int smem_q(bool packed) { return bm(packed) * LDK * 2; }
     __host__ __device__ static constexpr int smem_bytes(bool packed) {
-        return smem_q(packed) + 2 * kv_stages(packed) * bn(packed) * D * 2; /* Q, then K and V stages */
+        return smem_q(packed) + kv_stages(packed) * bn(packed) * (LDK + LDV) * 2; /* Q, then K and V stages */
     }
     static constexpr int SMEM = smem_bytes(false);
     static_assert(MT == 1 || MT == 2, "one or two m16 row tiles per warp");
-    static_assert(D % 16 == 0 && BN % 16 == 0 && bn(true) % 16 == 0, "whole k16 steps");
-    static_assert(CHUNKS >= 8, "the XOR swizzle spans 8 chunks per row");
-    /* MT 1 (also VAR): 40 KB (d64) / 80 KB (d128); MT 2: 48 / 96 KB: within sm_80's 163 KB per block */
+    static_assert(PACKABLE || MT == 1, "v10's head dims: one row tile per warp");
+    static_assert(D % 16 == 0 && DV % 16 == 0 && BN % 16 == 0 && bn(true) % 16 == 0, "whole k16 steps and n8 pairs");
+    static_assert(LDK % 64 == 0 && LDV % 64 == 0, "the XOR swizzle spans 8 chunks per row");
+    /* MT 1 (also VAR): 40 KB (d64) / 80 KB (d96, d128) / 104 KB (192 x 128) / 96 KB (d256, BN
+     * 32); MT 2: 48 / 96 KB: within sm_80's 163 KB per block */
     static_assert(SMEM <= 163 * 1024, "shared memory per block on sm_80");
+    static_assert(!PACKABLE || smem_bytes(true) <= 163 * 1024, "packed blocks' shared memory on sm_80");
+    /* v10's head dims: 2 blocks per SM on sm_90 (228 KB, 1 KB reserved per block), as d128 */
+    static_assert(PACKABLE || 2 * (SMEM + 1024) <= 228 * 1024, "two blocks per SM on sm_90");
 
     /* Registers: the fragments a thread keeps live across a KV tile (O accumulators, S, and Q
      * when it stays in registers) must fit under the cap that the resident blocks asked of
      * ptxas set (64 K registers / (THREADS x blocks), at most 255); addresses and softmax state
      * come on top, so ptxas's count (NOTES.md) is the final word, and a spill shows there. */
     __host__ __device__ static constexpr int fragment_regs(bool packed) {
-        return (packed ? 1 : MT) * 4 * (D / 8 + bn(packed) / 8 + (packed || Q_IN_REGS ? D / 16 : 1));
+        return (packed ? 1 : MT) * 4 * (DV / 8 + bn(packed) / 8 + (packed || Q_IN_REGS ? D / 16 : 1));
     }
     __host__ __device__ static constexpr int register_cap(int blocks) {
         return 65536 / (THREADS * blocks) < 255 ? 65536 / (THREADS * blocks) : 255;
     }
-    /* d64: 80 (MT 1) / 160 (MT 2) of 170 / 255; d128: 128 of 255; packed: 80 of 102, 128 of 128 */
+    /* d64: 80 (MT 1) / 160 (MT 2) of 170 / 255; d128: 128 of 255; packed: 80 of 102, 128 of 128;
+     * v10: d96 104, 192 x 128 144, d256 148 (Q re-read, BN 32) of 255 */
     static_assert(fragment_regs(false) <= register_cap(MIN_BLOCKS), "plain path's fragments exceed the register cap");
-    static_assert(fragment_regs(true) <= register_cap(PACKED_MIN_BLOCKS), "packed path's fragments exceed the register cap");
+    static_assert(!PACKABLE || fragment_regs(true) <= register_cap(PACKED_MIN_BLOCKS),
+                  "packed path's fragments exceed the register cap");
 };
 
 /* ---- PTX wrappers --------------------------------------------------------------------- */
@@ -169,11 +189,12 @@ template <> struct Mma<__nv_bfloat16> {
     }
 };
 
-/* Element offset of 16-byte chunk `chunk` of tile row `row`: chunks are XOR-swizzled by the
- * row, so the 8 rows an ldmatrix reads at one column fall in 8 different bank groups. */
-template <int D>
+/* Element offset of 16-byte chunk `chunk` of tile row `row` in a tile of LD elements per row:
+ * chunks are XOR-swizzled by the row within each group of 8, so the 8 rows an ldmatrix reads
+ * at one column fall in 8 different bank groups. */
+template <int LD>
 __device__ __forceinline__ int swz(int row, int chunk) {
-    return row * D + ((chunk ^ (row & 7)) << 3);
+    return row * LD + ((chunk ^ (row & 7)) << 3);
 }
 
 /* Copies ROWS rows into a swizzled tile: row_ptr(r) gives tile row r's first element in
@@ -190,28 +211,51 @@ __device__ __forceinline__ void load_tile(T *tile, const T *any, RowPtr row_ptr)
     }
 }
 
+/* How the plain path's loaders spread a tile of LD elements per row, of which the first NCH
+ * 16-byte chunks hold data, over the threads: thread x copies chunk columns x % W + W m
+ * (m < COLS) of rows x / W + RSTEP i. W (8 or 16 chunks, a multiple of the swizzle's 8 that
+ * divides THREADS) and RSTEP (a multiple of 8) keep each thread's swizzle (row & 7) constant,
+ * and chunk c + W m's XOR leaves W m alone: the addresses are a base plus constant steps.
+ * d64 and d128: W = the row's chunks, COLS = 1 (v3's loader); 192 x 128's K (24 chunks): W = 8,
+ * COLS = 3; d256: W = 16, COLS = 2; d96 (12 chunks of a 16-chunk row): W = 16, and the threads
+ * of columns 12..15 copy nothing (those chunks are never read). */
+template <int LD, int NCH, int THREADS>
+struct RowSplit {
+    static constexpr int W = LD / 8 % 16 == 0 ? 16 : 8, RSTEP = THREADS / W, COLS = (NCH + W - 1) / W;
+    static_assert(LD % 64 == 0 && NCH <= LD / 8 && THREADS % W == 0 && RSTEP % 8 == 0 && (NCH % W == 0 || NCH < W),
+                  "constant swizzle per thread");
+};
+
 /* The plain path's loader: ROWS consecutive rows of one head, from `first` (row 0 of the tile)
- * on, rows at or past `valid_rows` zero-filled. Each thread always copies the same 16-byte
- * chunk of rows r, r + RSTEP, ...; RSTEP is a multiple of 8, so the swizzle (row & 7) is the
- * same for all of them: the addresses are a base plus a constant step, with no per-row index
- * math (v2 spent a quarter of its instructions on an integer division per chunk). */
-template <typename T, int D, int ROWS, int THREADS>
+ * on, rows at or past `valid_rows` zero-filled, NCH chunks of each into a tile of LD elements
+ * per row (RowSplit). Each thread always copies the same 16-byte chunk column(s) of rows r,
+ * r + RSTEP, ...; RSTEP is a multiple of 8, so the swizzle (row & 7) is the same for all of
+ * them: the addresses are a base plus a constant step, with no per-row index math (v2 spent a
+ * quarter of its instructions on an integer division per chunk). */
+template <typename T, int LD, int NCH, int ROWS, int THREADS>
 __device__ __forceinline__ void load_rows(T *tile, const T *first, int64_t row_stride, int valid_rows) {
-    constexpr int CHUNKS = D / 8, RSTEP = THREADS / CHUNKS;
-    static_assert(THREADS % CHUNKS == 0 && RSTEP % 8 == 0 && ROWS % RSTEP == 0, "constant swizzle per thread");
-    const int chunk = threadIdx.x % CHUNKS, r = threadIdx.x / CHUNKS;
-    const uint32_t dst = smem_addr(tile + swz<D>(r, chunk));
+    using S = RowSplit<LD, NCH, THREADS>;
+    constexpr int W = S::W, RSTEP = S::RSTEP, COLS = S::COLS;
+    static_assert(ROWS % RSTEP == 0, "whole row steps");
+    const int chunk = threadIdx.x % W, r = threadIdx.x / W;
+    if (NCH < W && chunk >= NCH) return; /* d96: no data in this column */
+    const uint32_t dst = smem_addr(tile + swz<LD>(r, chunk));
     const char *src = reinterpret_cast<const char *>(first + (int64_t)r * row_stride + chunk * 8);
     const int64_t step = (int64_t)RSTEP * row_stride * (int64_t)sizeof(T);
     if (valid_rows >= ROWS) { /* every tile but a tail: no per-row checks */
 #pragma unroll
         for (int i = 0; i < ROWS / RSTEP; ++i, src += step)
-            cp_async16(dst + i * RSTEP * D * (int)sizeof(T), src, true);
+#pragma unroll
+            for (int m = 0; m < COLS; ++m)
+                cp_async16(dst + i * RSTEP * LD * (int)sizeof(T) + m * W * 16, src + m * W * 16, true);
     } else {
 #pragma unroll
         for (int i = 0; i < ROWS / RSTEP; ++i, src += step) {
             const bool valid = r + i * RSTEP < valid_rows;
-            cp_async16(dst + i * RSTEP * D * (int)sizeof(T), valid ? src : reinterpret_cast<const char *>(first), valid);
+#pragma unroll
+            for (int m = 0; m < COLS; ++m)
+                cp_async16(dst + i * RSTEP * LD * (int)sizeof(T) + m * W * 16,
+                           valid ? src + m * W * 16 : reinterpret_cast<const char *>(first), valid);
         }
     }
 }
@@ -233,17 +277,21 @@ struct DivBy {
 };
 
 /* VAR's paged K and V tiles when a tile may span pages (page_size not a multiple of ROWS):
- * each row's page from the sequence's block table row `pages`. The thread's chunk and swizzle
- * are load_rows' (constant per thread); one division per row serves K and V. Rows at or past
- * valid_rows are zero-filled and their table entries not read (they may lie past the
+ * each row's page from the sequence's block table row `pages`. The thread's chunks and
+ * swizzle are load_rows' (constant per thread). LOAD_K / LOAD_V: which of the two it copies,
+ * both when their tiles have the same shape (one division per row serves K and V), else one
+ * call each (192 x 128, whose K and V rows split over the threads differently). Rows at or
+ * past valid_rows are zero-filled and their table entries not read (they may lie past the
  * sequence's pages, which the harness leaves unchecked). */
-template <typename T, int D, int ROWS, int THREADS>
+template <typename T, int LD, int NCH, int ROWS, int THREADS, bool LOAD_K = true, bool LOAD_V = true>
 __device__ __forceinline__ void load_paged_rows(T *tile_k, T *tile_v, const T *k, const T *v, const attn_fwd_params &p,
                                                 const int32_t *pages, const DivBy &by_page, int key0, int valid_rows) {
-    constexpr int CHUNKS = D / 8, RSTEP = THREADS / CHUNKS;
-    static_assert(THREADS % CHUNKS == 0 && RSTEP % 8 == 0 && ROWS % RSTEP == 0, "constant swizzle per thread");
-    const int chunk = threadIdx.x % CHUNKS, r = threadIdx.x / CHUNKS;
-    const uint32_t dst_k = smem_addr(tile_k + swz<D>(r, chunk)), dst_v = smem_addr(tile_v + swz<D>(r, chunk));
+    using S = RowSplit<LD, NCH, THREADS>;
+    constexpr int W = S::W, RSTEP = S::RSTEP, COLS = S::COLS;
+    static_assert(ROWS % RSTEP == 0 && (LOAD_K || LOAD_V), "whole row steps");
+    const int chunk = threadIdx.x % W, r = threadIdx.x / W;
+    if (NCH < W && chunk >= NCH) return; /* d96: no data in this column */
+    const uint32_t dst_k = smem_addr(tile_k + swz<LD>(r, chunk)), dst_v = smem_addr(tile_v + swz<LD>(r, chunk));
     k += chunk * 8, v += chunk * 8; /* also the address handed for a zero-filled row */
 #pragma unroll
     for (int i = 0; i < ROWS / RSTEP; ++i) {
@@ -256,8 +304,16 @@ __device__ __forceinline__ void load_paged_rows(T *tile_k, T *tile_v, const T *k
             gk += page * p.k_batch_stride + in_page * p.k_row_stride;
             gv += page * p.v_batch_stride + in_page * p.v_row_stride;
         }
-        cp_async16(dst_k + i * RSTEP * D * (int)sizeof(T), gk, valid);
-        cp_async16(dst_v + i * RSTEP * D * (int)sizeof(T), gv, valid);
+        if constexpr (COLS == 1) { /* d64, d128 (v9's code), d96 */
+            if (LOAD_K) cp_async16(dst_k + i * RSTEP * LD * (int)sizeof(T), gk, valid);
+            if (LOAD_V) cp_async16(dst_v + i * RSTEP * LD * (int)sizeof(T), gv, valid);
+        } else {
+#pragma unroll
+            for (int m = 0; m < COLS; ++m) {
+                if (LOAD_K) cp_async16(dst_k + i * RSTEP * LD * (int)sizeof(T) + m * W * 16, gk + m * W * 8, valid);
+                if (LOAD_V) cp_async16(dst_v + i * RSTEP * LD * (int)sizeof(T) + m * W * 16, gv + m * W * 8, valid);
+            }
+        }
     }
 }
 
@@ -312,22 +368,24 @@ __device__ __forceinline__ const T *head_base(const void *base, int job, int hea
  * p.causal is the only mask. VAR (v9): varlen, paged K/V, seqused_k; the plain path with
  * EXT's masks and one row tile per warp, S_q and S_k sequence blockIdx.z's, the rows of Q, O,
  * K and V and the LSE entries from its own bases (seq_base), K/V tiles through its pages. */
-template <typename T, int D, bool PACKED, int MT_, bool EXT, bool VAR>
-__global__ void __launch_bounds__(Config<D, MT_>::THREADS,
-                                  PACKED ? Config<D, MT_>::PACKED_MIN_BLOCKS : Config<D, MT_>::MIN_BLOCKS)
+template <typename T, int D, int DV, bool PACKED, int MT_, bool EXT, bool VAR>
+__global__ void __launch_bounds__(Config<D, MT_, DV>::THREADS,
+                                  PACKED ? Config<D, MT_, DV>::PACKED_MIN_BLOCKS : Config<D, MT_, DV>::MIN_BLOCKS)
 flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pack) {
     static_assert(!VAR || (EXT && !PACKED && MT_ == 1), "VAR: the plain path, EXT's masks, one row tile per warp");
-    using C = Config<D, MT_>;
+    using C = Config<D, MT_, DV>;
+    static_assert(!PACKED || C::PACKABLE, "packed heads: d64 and d128 only");
     constexpr int MT = PACKED ? 1 : C::MT; /* m16 row tiles per warp */
     constexpr int BM = C::bm(PACKED), BN = C::bn(PACKED);
     constexpr bool Q_IN_REGS = PACKED || C::Q_IN_REGS;
+    constexpr int LDK = C::LDK, LDV = C::LDV; /* tile row widths (elements) of Q and K, and of V */
     constexpr int KSTEPS = D / 16;  /* k16 steps of Q.K^T */
     constexpr int NT_S = BN / 8;    /* n8 tiles of S */
-    constexpr int NT_O = D / 8;     /* n8 tiles of O */
+    constexpr int NT_O = DV / 8;    /* n8 tiles of O */
     extern __shared__ __align__(128) unsigned char smem[];
-    T *sQ = reinterpret_cast<T *>(smem);
-    T *sK = reinterpret_cast<T *>(smem + C::smem_q(PACKED)); /* [kv_stages][BN][D] */
-    T *sV = sK + C::kv_stages(PACKED) * BN * D;      /* [kv_stages][BN][D] */
+    T *sQ = reinterpret_cast<T *>(smem);                      /* [BM][LDK] */
+    T *sK = reinterpret_cast<T *>(smem + C::smem_q(PACKED)); /* [kv_stages][BN][LDK] */
+    T *sV = sK + C::kv_stages(PACKED) * BN * LDK;             /* [kv_stages][BN][LDV] */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3; /* mma fragment row group and column pair */
@@ -395,30 +453,37 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     const bool whole_tiles = VAR && pages && p.page_size % BN == 0;
     const DivBy by_page(VAR && pages ? p.page_size : 1);
     auto load_kv = [&](int stage, int key0) {
-        if constexpr (PACKED) {
-            load_tile<T, D, BN, C::THREADS>(sK + stage * BN * D, static_cast<const T *>(p.k), [&](int c) {
+        if constexpr (PACKED) { /* d64 / d128: LDK = LDV = D */
+            load_tile<T, D, BN, C::THREADS>(sK + stage * BN * LDK, static_cast<const T *>(p.k), [&](int c) {
                 return kv_row(p.k, p.k_batch_stride, p.k_head_stride, p.k_row_stride, key0, c);
             });
-            load_tile<T, D, BN, C::THREADS>(sV + stage * BN * D, static_cast<const T *>(p.v), [&](int c) {
+            load_tile<T, D, BN, C::THREADS>(sV + stage * BN * LDV, static_cast<const T *>(p.v), [&](int c) {
                 return kv_row(p.v, p.v_batch_stride, p.v_head_stride, p.v_row_stride, key0, c);
             });
         } else if (VAR && whole_tiles) { /* from row key0 % page_size of the tile's page */
             const uint32_t n = by_page(key0);
             const int64_t page = pages[n], in_page = key0 - n * (uint32_t)p.page_size;
-            load_rows<T, D, BN, C::THREADS>(sK + stage * BN * D,
-                                            k_head + page * p.k_batch_stride + in_page * p.k_row_stride,
-                                            p.k_row_stride, Sk - key0);
-            load_rows<T, D, BN, C::THREADS>(sV + stage * BN * D,
-                                            v_head + page * p.v_batch_stride + in_page * p.v_row_stride,
-                                            p.v_row_stride, Sk - key0);
+            load_rows<T, LDK, D / 8, BN, C::THREADS>(sK + stage * BN * LDK,
+                                                     k_head + page * p.k_batch_stride + in_page * p.k_row_stride,
+                                                     p.k_row_stride, Sk - key0);
+            load_rows<T, LDV, DV / 8, BN, C::THREADS>(sV + stage * BN * LDV,
+                                                      v_head + page * p.v_batch_stride + in_page * p.v_row_stride,
+                                                      p.v_row_stride, Sk - key0);
         } else if (VAR && pages) {
-            load_paged_rows<T, D, BN, C::THREADS>(sK + stage * BN * D, sV + stage * BN * D, k_head, v_head, p, pages,
-                                                  by_page, key0, Sk - key0);
+            if constexpr (LDK == LDV && D == DV) {
+                load_paged_rows<T, LDK, D / 8, BN, C::THREADS>(sK + stage * BN * LDK, sV + stage * BN * LDV, k_head,
+                                                               v_head, p, pages, by_page, key0, Sk - key0);
+            } else { /* 192 x 128: K's and V's rows split over the threads differently */
+                load_paged_rows<T, LDK, D / 8, BN, C::THREADS, true, false>(
+                    sK + stage * BN * LDK, sK, k_head, k_head, p, pages, by_page, key0, Sk - key0);
+                load_paged_rows<T, LDV, DV / 8, BN, C::THREADS, false, true>(
+                    sV, sV + stage * BN * LDV, v_head, v_head, p, pages, by_page, key0, Sk - key0);
+            }
         } else {
-            load_rows<T, D, BN, C::THREADS>(sK + stage * BN * D, k_head + (int64_t)key0 * p.k_row_stride,
-                                            p.k_row_stride, Sk - key0);
-            load_rows<T, D, BN, C::THREADS>(sV + stage * BN * D, v_head + (int64_t)key0 * p.v_row_stride,
-                                            p.v_row_stride, Sk - key0);
+            load_rows<T, LDK, D / 8, BN, C::THREADS>(sK + stage * BN * LDK, k_head + (int64_t)key0 * p.k_row_stride,
+                                                     p.k_row_stride, Sk - key0);
+            load_rows<T, LDV, DV / 8, BN, C::THREADS>(sV + stage * BN * LDV, v_head + (int64_t)key0 * p.v_row_stride,
+                                                      p.v_row_stride, Sk - key0);
         }
     };
 
@@ -440,9 +505,9 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     if (EXT ? n_blocks <= j_first : n_blocks == 0) { /* no row of this block sees a key: zeros and -inf */
         const int b = blockIdx.z, h = blockIdx.y;
         T *o = VAR ? o_seq : static_cast<T *>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
-        for (int i = threadIdx.x; i < BM * D; i += C::THREADS) {
-            const int row = m0 + i / D;
-            if (row < Sq) o[(int64_t)row * p.o_row_stride + i % D] = T(0.0f);
+        for (int i = threadIdx.x; i < BM * DV; i += C::THREADS) {
+            const int row = m0 + i / DV;
+            if (row < Sq) o[(int64_t)row * p.o_row_stride + i % DV] = T(0.0f);
         }
         if (p.lse)
             for (int i = threadIdx.x; i < BM; i += C::THREADS)
@@ -453,7 +518,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     if constexpr (PACKED)
         load_tile<T, D, BM, C::THREADS>(sQ, static_cast<const T *>(p.q), q_row);
     else
-        load_rows<T, D, BM, C::THREADS>(
+        load_rows<T, LDK, D / 8, BM, C::THREADS>(
             sQ,
             (VAR ? q_seq : head_base<T>(p.q, job0, p.heads, p.q_batch_stride, p.q_head_stride)) +
                 (int64_t)m0 * p.q_row_stride,
@@ -480,15 +545,15 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
     /* Q's A fragment (m16 x k16) of row tile mt at k16 step kk */
     auto load_q = [&](uint32_t (&f)[4], int mt, int kk) {
         const int row = (warp * MT + mt) * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        ldmatrix_x4(f, smem_addr(sQ + swz<D>(row, 2 * kk + (lane >> 4))));
+        ldmatrix_x4(f, smem_addr(sQ + swz<LDK>(row, 2 * kk + (lane >> 4))));
     };
 
     /* ldmatrix lanes: K's x4 reads keys (lane & 7) + 8 (lane >> 4) at chunk 2 kk + ((lane >> 3) & 1);
      * V's .trans x4 reads keys (lane & 7) + 8 ((lane >> 3) & 1) at chunk dt + (lane >> 4). Every
      * row a lane reads is = lane (mod 8), so its swizzle XOR is always l7 = lane & 7. */
     const uint32_t l7 = lane & 7, k_hi = (lane >> 3) & 1, v_hi = lane >> 4;
-    const uint32_t sK_lane = smem_addr(sK + ((lane & 7) + ((lane >> 4) << 3)) * D);
-    const uint32_t sV_lane = smem_addr(sV + ((lane & 7) + (((lane >> 3) & 1) << 3)) * D);
+    const uint32_t sK_lane = smem_addr(sK + ((lane & 7) + ((lane >> 4) << 3)) * LDK);
+    const uint32_t sV_lane = smem_addr(sV + ((lane & 7) + (((lane >> 3) & 1) << 3)) * LDV);
 
     /* EXT with a softcap: s = softcap tanh(softmax_scale q.k / softcap), in the log2 domain:
      * S becomes tanhf(S cap_in) cap_out, then the mask's multiplier is 1 */
@@ -508,8 +573,8 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
                 for (int kk = 0; kk < KSTEPS; ++kk) load_q(qf[mt][Q_IN_REGS ? kk : 0], mt, kk);
         }
         /* this lane's ldmatrix row in the stage's K and V tiles (its chunk's swizzle is l7) */
-        const uint32_t cK_lane = sK_lane + (j & 1) * (BN * D * sizeof(T));
-        const uint32_t cV_lane = sV_lane + (j & 1) * (BN * D * sizeof(T));
+        const uint32_t cK_lane = sK_lane + (j & 1) * (BN * LDK * sizeof(T));
+        const uint32_t cV_lane = sV_lane + (j & 1) * (BN * LDV * sizeof(T));
 
         /* S = Q.K^T for this warp's 16 MT rows and the tile's BN keys: each K fragment feeds MT mma */
         float s[MT][NT_S][4];
@@ -526,7 +591,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
 #pragma unroll
             for (int nt = 0; nt < NT_S; nt += 2) {
                 uint32_t bk[4];
-                ldmatrix_x4(bk, cK_lane + (uint32_t)(nt * 8 * D * sizeof(T)) + ((((2 * kk) | k_hi) ^ l7) << 4));
+                ldmatrix_x4(bk, cK_lane + (uint32_t)(nt * 8 * LDK * sizeof(T)) + ((((2 * kk) | k_hi) ^ l7) << 4));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     Mma<T>::run(s[mt][nt], qf[mt][Q_IN_REGS ? kk : 0], bk[0], bk[1]);
@@ -624,7 +689,7 @@ flash2_fwd_kernel(const attn_fwd_params p, const float scale_log2, const int pac
 #pragma unroll
             for (int dt = 0; dt < NT_O; dt += 2) {
                 uint32_t bv[4];
-                ldmatrix_x4_trans(bv, cV_lane + (uint32_t)(kb * 16 * D * sizeof(T)) + (((dt | v_hi) ^ l7) << 4));
+                ldmatrix_x4_trans(bv, cV_lane + (uint32_t)(kb * 16 * LDV * sizeof(T)) + (((dt | v_hi) ^ l7) << 4));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     Mma<T>::run(acc[mt][dt], a[mt], bv[0], bv[1]);
@@ -663,9 +728,9 @@ int heads_per_block(int seqlen_q, int seqlen_k) {
     return min(Config<D, 1>::bm(true) / seqlen_q, Config<D, 1>::bn(true) / seqlen_k);
 }
 
-template <typename T, int D, bool PACKED, int MT, bool EXT, bool VAR>
+template <typename T, int D, int DV, bool PACKED, int MT, bool EXT, bool VAR>
 int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
-    using C = Config<D, MT>;
+    using C = Config<D, MT, DV>;
     constexpr int smem = C::smem_bytes(PACKED);
     /* the shared-memory limit is raised per device (it is a property of the function in that
      * device's context): once per instantiation and device, a bit per device */
@@ -674,7 +739,7 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     if (cudaGetDevice(&dev) != cudaSuccess) return kErr;
     const unsigned long long bit = dev < 64 ? 1ull << dev : 0; /* past 64 devices: every call */
     if (!(raised.load(std::memory_order_relaxed) & bit)) {
-        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, PACKED, MT, EXT, VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        if (cudaFuncSetAttribute(flash2_fwd_kernel<T, D, DV, PACKED, MT, EXT, VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) != cudaSuccess)
             return kErr;
         raised.fetch_or(bit, std::memory_order_relaxed);
@@ -683,7 +748,7 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
     /* plain (VAR too): blocks of BM rows of the longest sequence, per head and sequence */
     const dim3 grid = PACKED ? dim3((jobs + pack - 1) / pack) : dim3((p->seqlen_q + C::BM - 1) / C::BM, p->heads, p->batch);
     const float scale_log2 = p->softmax_scale * 1.4426950408889634f;
-    flash2_fwd_kernel<T, D, PACKED, MT, EXT, VAR><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
+    flash2_fwd_kernel<T, D, DV, PACKED, MT, EXT, VAR><<<grid, C::THREADS, smem, stream>>>(*p, scale_log2, pack);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
@@ -693,11 +758,11 @@ int launch(const attn_fwd_params *p, int pack, cudaStream_t stream) {
 template <typename T, int D, bool EXT>
 int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
     const int pack = heads_per_block<D>(p->seqlen_q, p->seqlen_k);
-    if (pack >= 2) return launch<T, D, true, 1, EXT, false>(p, pack, stream);
+    if (pack >= 2) return launch<T, D, D, true, 1, EXT, false>(p, pack, stream);
     if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
     const bool banded = p->causal || (EXT && (p->window_left >= 0 || p->window_right >= 0));
-    return banded ? launch<T, D, false, 1, EXT, false>(p, 1, stream)
-                  : launch<T, D, false, kMtFull<D>, EXT, false>(p, 1, stream);
+    return banded ? launch<T, D, D, false, 1, EXT, false>(p, 1, stream)
+                  : launch<T, D, D, false, kMtFull<D>, EXT, false>(p, 1, stream);
 }
 
 /* VAR (varlen, paged K/V, seqused_k): one instantiation per dtype and head dim, the plain
@@ -708,9 +773,37 @@ template <typename T, int D>
 int dispatch(const attn_fwd_params *p, bool ext, bool var, cudaStream_t stream) {
     if (var) {
         if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
-        return launch<T, D, false, 1, true, true>(p, 1, stream);
+        return launch<T, D, D, false, 1, true, true>(p, 1, stream);
     }
     return ext ? dispatch<T, D, true>(p, stream) : dispatch<T, D, false>(p, stream);
+}
+
+/* v10's head dims (d96, d256, 192 x 128): the plain path for every problem (no packed heads,
+ * one row tile per warp), with v7's code (no EXT), EXT or VAR as for d64 and d128. */
+template <typename T, int D, int DV>
+int dispatch_plain(const attn_fwd_params *p, bool ext, bool var, cudaStream_t stream) {
+    if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
+    if (var) return launch<T, D, DV, false, 1, true, true>(p, 1, stream);
+    return ext ? launch<T, D, DV, false, 1, true, false>(p, 1, stream)
+               : launch<T, D, DV, false, 1, false, false>(p, 1, stream);
+}
+
+template <typename T>
+int dispatch_dims(const attn_fwd_params *p, bool ext, bool var, cudaStream_t stream) {
+    switch (p->head_dim) {
+    case 64: return dispatch<T, 64>(p, ext, var, stream);
+    case 128: return dispatch<T, 128>(p, ext, var, stream);
+    case 96: return dispatch_plain<T, 96, 96>(p, ext, var, stream);
+    case 192: return dispatch_plain<T, 192, 128>(p, ext, var, stream);
+    case 256: return dispatch_plain<T, 256, 256>(p, ext, var, stream);
+    }
+    return ATTN_UNSUPPORTED;
+}
+
+/* The (head_dim, head_dim_v) pairs taken (head_dim_v 0: head_dim): what kHeadDims lists. */
+bool takes_dims(int d, int dv) {
+    if (dv == 0) dv = d;
+    return d == dv ? d == 64 || d == 96 || d == 128 || d == 256 : d == 192 && dv == 128;
 }
 
 /* 16-byte loads and the 4-byte stores of O need 16-byte aligned rows. */
@@ -723,7 +816,7 @@ int flash2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     attn_fwd_params n = *in; /* normalised below */
     const attn_fwd_params *p = &n;
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
-    if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
+    if (!takes_dims(p->head_dim, p->head_dim_v)) return ATTN_UNSUPPORTED; /* v10: 192 x 128, not 192 x 192 */
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
     if ((int64_t)p->batch * p->heads > INT32_MAX) return ATTN_UNSUPPORTED; /* job indices are int */
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
@@ -737,9 +830,8 @@ int flash2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
         !aligned(p->v, packed_kv ? 0 : p->v_batch_stride, p->v_head_stride, p->v_row_stride) ||
         !aligned(p->o, packed_q ? 0 : p->o_batch_stride, p->o_head_stride, p->o_row_stride))
         return ATTN_UNSUPPORTED;
-    /* Version 2: beyond grouped KV heads, windows, softcap, varlen, paged K/V and seqused_k (the
-     * caps below), nothing */
-    if (n.head_dim_v != 0 && n.head_dim_v != n.head_dim) return ATTN_UNSUPPORTED;
+    /* Version 2: grouped KV heads, windows, softcap, varlen, paged K/V, seqused_k and
+     * head_dim_v (192 x 128 only: takes_dims above); the caps below */
     const bool var = packed_q || p->cu_seqlens_k || paged || p->seqused_k;
     if (n.heads_k == 0) n.heads_k = n.heads; /* "off", as simple takes it */
     if (n.heads_k < 1 || n.heads % n.heads_k != 0) return kErr;
@@ -762,19 +854,20 @@ int flash2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     const int decode_rc = flash2_decode_fwd(p, stream);
     if (decode_rc != ATTN_UNSUPPORTED) return decode_rc;
     const bool ext = n.heads_k != n.heads || n.window_left >= 0 || n.window_right > 0 || n.softcap > 0.0f;
-    const bool bf16 = p->dtype == ATTN_BF16;
-    if (p->head_dim == 64)
-        return bf16 ? dispatch<__nv_bfloat16, 64>(p, ext, var, stream) : dispatch<__half, 64>(p, ext, var, stream);
-    return bf16 ? dispatch<__nv_bfloat16, 128>(p, ext, var, stream) : dispatch<__half, 128>(p, ext, var, stream);
+    return p->dtype == ATTN_BF16 ? dispatch_dims<__nv_bfloat16>(p, ext, var, stream)
+                                 : dispatch_dims<__half>(p, ext, var, stream);
 }
 
-constexpr int kHeadDims[] = {64, 128, 0};
+/* head_dim_v too (capability.c checks both against this list, and ATTN_CAP_HEAD_DIM_V lets a
+ * pair through): of the pairs that lets through, flash2_fwd takes 192 x 128 only */
+constexpr int kHeadDims[] = {64, 96, 128, 192, 256, 0};
 
 } // namespace
 
 extern "C" const attn_kernel attn_kernel_flash2 = {
     "flash2", flash2_fwd,
-    ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_VARLEN | ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K,
+    ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN | ATTN_CAP_PAGED |
+        ATTN_CAP_SEQUSED_K,
     0,         /* fp16 and bf16 */
-    kHeadDims, /* 64 and 128 */
+    kHeadDims, /* 64, 96, 128, 256 and 192 x 128 */
 };
