@@ -23,6 +23,7 @@
 
 #include "attn_abi.h"
 #include "decode.h"
+#include "ptx.cuh"
 
 namespace {
 
@@ -126,76 +127,20 @@ struct Config {
                   "packed path's fragments exceed the register cap");
 };
 
-/* ---- PTX wrappers --------------------------------------------------------------------- */
+/* ---- PTX wrappers: ptx.cuh, shared with decode.cu ------------------------------------ */
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
+using flash2_ptx::cp_async16;
+using flash2_ptx::cp_async_commit;
+using flash2_ptx::exp2_approx;
+using flash2_ptx::ldmatrix_x4;
+using flash2_ptx::ldmatrix_x4_trans;
+using flash2_ptx::Mma;
+using flash2_ptx::smem_addr;
+__device__ __forceinline__ void cp_async_wait_all() { flash2_ptx::cp_async_wait<0>(); }
 
-/* 2^x by the SFU alone (ex2.approx.ftz: relative error ~2^-22, 2^-inf = 0). exp2f adds a range
- * fix-up for results under 2^-126 (2 FMUL, a compare and a select per call) that P does not
- * need: every row holds a term 2^0 = 1, so flushing terms under 2^-126 to 0 is far below
- * rounding. */
-__device__ __forceinline__ float exp2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-/* 16 bytes global -> shared; with valid == false nothing is read and zeros are written. */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-template <typename T> struct Mma;
-template <> struct Mma<__half> {
-    static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-};
-template <> struct Mma<__nv_bfloat16> {
-    static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-};
-
-/* Element offset of 16-byte chunk `chunk` of tile row `row` in a tile of LD elements per row:
- * chunks are XOR-swizzled by the row within each group of 8, so the 8 rows an ldmatrix reads
- * at one column fall in 8 different bank groups. */
-template <int LD>
-__device__ __forceinline__ int swz(int row, int chunk) {
-    return row * LD + ((chunk ^ (row & 7)) << 3);
-}
+/* swz<LD>(row, chunk): element offset of 16-byte chunk `chunk` of tile row `row` in a tile of
+ * LD elements per row, XOR-swizzled within each group of 8 chunks (ptx.cuh) */
+using flash2_ptx::swz;
 
 /* Copies ROWS rows into a swizzled tile: row_ptr(r) gives tile row r's first element in
  * global memory, or nullptr for a row past the data, which is zero-filled without a global

@@ -1,5 +1,4 @@
-/* PTX wrappers shared by flash2's kernels (decode.cu; flash2.cu keeps its own copies in its
- * anonymous namespace for now and could include this instead): cp.async, ldmatrix,
+/* PTX wrappers shared by flash2's kernels (flash2.cu and decode.cu): cp.async, ldmatrix,
  * mma.sync m16n8k16 with float32 accumulation, ex2.approx, the XOR swizzle of a tile row,
  * and programmatic dependent launch. Header only: every function is inline. */
 #ifndef FLASH2_PTX_CUH
@@ -73,8 +72,8 @@ template <> struct Mma<__nv_bfloat16> {
 };
 
 /* Element offset of 16-byte chunk `chunk` of row `row` of a [rows][D] tile: chunks are
- * XOR-swizzled by the row, so the 8 rows an ldmatrix reads at one column fall in 8 different
- * bank groups. Needs D >= 64 (8 chunks per row). */
+ * XOR-swizzled by the row within each group of 8, so the 8 rows an ldmatrix reads at one
+ * column fall in 8 different bank groups. Needs D a multiple of 64 (whole groups of 8). */
 template <int D>
 __host__ __device__ __forceinline__ int swz(int row, int chunk) {
     return row * D + ((chunk ^ (row & 7)) << 3);
