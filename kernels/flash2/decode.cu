@@ -635,8 +635,15 @@ int launch(const attn_fwd_params *p, DecodeArgs a, cudaStream_t stream) {
     const int64_t rows = (int64_t)p->batch * p->heads * p->seqlen_q;
     if ((rows + 3) / 4 > 0x7fffffff) return ATTN_UNSUPPORTED;
 
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
+    if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) cudaGetLastError(); /* taken as capturing */
     void *ws = nullptr;
     if (a.nsplit > 1) {
+        /* creating or configuring a pool is illegal inside a stream capture (and would end it):
+         * a first call that is captured leaves this problem to the prefill path */
+        if (capturing != cudaStreamCaptureStatusNone &&
+            (dev < 0 || dev >= kMaxDevices || !g_pools[dev].load(std::memory_order_acquire)))
+            return ATTN_UNSUPPORTED;
         cudaMemPool_t pool;
         const size_t partials = (size_t)rows * (size_t)a.nsplit;
         if (workspace_pool(dev, &pool) != cudaSuccess ||
@@ -645,6 +652,7 @@ int launch(const attn_fwd_params *p, DecodeArgs a, cudaStream_t stream) {
         a.ws_o = static_cast<float *>(ws); /* [rows][nsplit][D], then [rows][nsplit] */
         a.ws_lse = a.ws_o + partials * D;
     }
+    cudaGetLastError(); /* an earlier call's error is not this launch's */
     decode_split_kernel<T, D, WR><<<(unsigned)(base * a.nsplit), C::THREADS, smem, stream>>>(*p, a);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess && a.nsplit > 1) {
@@ -657,8 +665,6 @@ int launch(const attn_fwd_params *p, DecodeArgs a, cudaStream_t stream) {
         attr[0].val.programmaticStreamSerializationAllowed = 1;
         /* PDL on sm_90 outside graph capture (captured, the launch gap it hides is small, and
          * a plain launch is the one every driver captures); a failed query means no PDL */
-        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
-        if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) cudaGetLastError();
         if (FLASH2_DECODE_PDL && major >= 9 && capturing == cudaStreamCaptureStatusNone)
             cfg.attrs = attr, cfg.numAttrs = 1;
         e = cudaLaunchKernelEx(&cfg, decode_combine_kernel<T, D>, *p, (const float *)a.ws_o, (const float *)a.ws_lse,

@@ -13,7 +13,10 @@
  * Returns ATTN_UNSUPPORTED when the problem is not a decode problem this path takes (flash2's
  * prefill path then runs it), ATTN_OK once the work is enqueued on `stream`, 2 on an error.
  * Never synchronizes; safe from several host threads and streams at once and under CUDA
- * graph capture (its workspace is stream-ordered, from a memory pool of its own). */
+ * graph capture (its workspace is stream-ordered, from a memory pool of its own, created by
+ * the first call that needs it; a first call inside a capture returns ATTN_UNSUPPORTED, and
+ * flash2's prefill path takes the problem). A captured call's workspace is a graph
+ * allocation node: such a graph instantiates once at a time and cannot be cloned. */
 int flash2_decode_fwd(const attn_fwd_params *p, cudaStream_t stream);
 
 #endif
