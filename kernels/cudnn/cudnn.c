@@ -14,7 +14,8 @@
  * also lays a packed LSE out as [heads][total_q]. Thread safety: none (the cache is not
  * locked); and one problem's plan must not run on two streams at once (its workspace,
  * lengths and statistics buffers are the plan's, shared by concurrent runs). A problem with
- * window_right 0 and no causal flag is taken as causal (attn_abi.h: the same problem).
+ * window_right 0, no left bound and no causal flag is taken as causal (attn_abi.h: the same
+ * problem).
  *
  * Returns ATTN_UNSUPPORTED (with the reason on stderr, once per problem) where cuDNN cannot
  * do the case: no library, a GPU before sm_80, a head dim or a stride that is not a multiple
@@ -230,10 +231,11 @@ static int plan_for(const attn_fwd_params *p, cudaStream_t stream, int device, a
 
 static int cudnn_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     if (!in) return CUDNN_KERNEL_ERROR;
-    /* window_right 0 without the causal flag is causal (attn_abi.h): one form, so that it
-     * takes the causal path's handling of rows that see no key (seqlen_q > seqlen_k) */
+    /* window_right 0 and no left bound, without the causal flag, is causal (attn_abi.h): one
+     * form, so that it takes the causal path's handling of rows that see no key (seqlen_q >
+     * seqlen_k); with a left bound the padded plan writes those rows itself */
     attn_fwd_params n = *in;
-    if (!n.causal && n.window_right == 0) n.causal = 1;
+    if (!n.causal && n.window_right == 0 && n.window_left < 0) n.causal = 1;
     const attn_fwd_params *p = &n;
     char buf[256];
     const char *no = precheck(p, buf, sizeof buf);
