@@ -40,7 +40,9 @@ def main():
         return load_results(path, "peer_table", run=run, test=["kernel"], when=timed)
 
     ours_doc = load(a.ours, ["gpu.name", "commit", "date"])
-    ours = {shape_key(t): t for t in ours_doc["tests"] if t["kernel"] == a.kernel and median_ms(t)}
+    # the dense matrix only: peers time S_q = S_k problems (version 2's workloads have no peer here)
+    ours = {shape_key(t): t for t in ours_doc["tests"]
+            if t["kernel"] == a.kernel and median_ms(t) and t.get("workload", "full") in ("full", "causal")}
     if not ours:
         sys.exit(f"peer_table: {a.ours}: no timed tests of kernel '{a.kernel}'")
     peers = {}

@@ -29,13 +29,17 @@ grep -A3 '^\[k fp16 d64 full 4-4\]' "$f" | grep -q '^min_roofline = 0.4$' || fai
 # s512 (one run, no cuDNN): 0.8 x 1 = 0.8, no cuDNN minimum
 grep -A2 '^\[k bf16 d128 causal 512-512\]' "$f" | grep -q '^min_speedup_reference = 0.8$' || fail "single-run minimum"
 grep -A3 '^\[k bf16 d128 causal 512-512\]' "$f" | grep -q cudnn && fail "cuDNN minimum without cuDNN"
-[ "$(grep -c '^\[k ' "$f")" = 2 ] || fail "sections appended twice"
+# a version-2 workload (run_b only): no reference minimum, decode's class names its queries
+grep -A2 '^\[k fp16 d128 decode 8192-8192 q16\]' "$f" | grep -q '^min_speedup_cudnn = 2.4$' || fail "decode cuDNN minimum"
+grep -A2 '^\[k fp16 d128 decode 8192-8192 q16\]' "$f" | grep -q '^min_roofline = 0.48$' || fail "decode roofline minimum"
+grep -A2 '^\[k fp16 d128 decode 8192-8192 q16\]' "$f" | grep -q reference && fail "a reference minimum for a workload"
+[ "$(grep -c '^\[k ' "$f")" = 3 ] || fail "sections appended twice"
 grep -q '^\[other \* \* \* 1-8\]' "$f" && grep -q '^fp16_tflops = 700' "$f" || fail "kept parts lost"
 # --only: run_a alone rewrites only s4 (0.8 x 100 = 80); s512 (0.8, from both runs) is kept
 python3 "$script" "$here/run_a.json" --kernel k --margin 0.8 --only '/s4$' --thresholds-dir "$dir" >/dev/null
 grep -A1 '^\[k fp16 d64 full 4-4\]' "$f" | grep -q '^min_speedup_reference = 80$' || fail "--only did not rewrite s4"
 grep -A2 '^\[k bf16 d128 causal 512-512\]' "$f" | grep -q '^min_speedup_reference = 0.8$' || fail "--only lost s512"
-[ "$(grep -c '^\[k ' "$f")" = 2 ] || fail "--only duplicated a section"
+[ "$(grep -c '^\[k ' "$f")" = 3 ] || fail "--only duplicated a section"
 [ "$(grep -c '^; k: generated' "$f")" = 2 ] || fail "--only should add its comment line and keep the first"
 python3 "$script" "$here/run_a.json" --kernel k --margin 0.8 --only '/s4$' --thresholds-dir "$dir" >/dev/null
 [ "$(grep -c '^; k: generated' "$f")" = 2 ] || fail "the same --only twice should replace its comment line"
