@@ -1177,6 +1177,7 @@ typedef struct {
     float softcap;
     /* packed (a shape "QxK+QxK+..." or a page size): its sequences' lengths; else nseq 0 */
     int nseq, page_size, lens_q[MAX_SEQS], lens_k[MAX_SEQS];
+    const char *shape; /* its --shapes element, as given ("QxK", "S" or "QxK+QxK+...") */
     char label[192]; /* fp16/d64/full/s1000, bf16/d192v128/causal/kv1/w16_0/cap30/p16/q1k239+s5 */
 } test_case;
 
@@ -1448,7 +1449,8 @@ static void make_case(test_case *c, char v[N_AXES][MAXL][ELEM], const int *row) 
     if (c->window_left >= 0 || c->window_right >= 0) l += snprintf(l, end - l, "w%d_%d/", c->window_left, c->window_right);
     if (c->softcap > 0) l += snprintf(l, end - l, "cap%g/", c->softcap);
     if (c->page_size > 0) l += snprintf(l, end - l, "p%d/", c->page_size);
-    parse_shapes(c, v[AX_SHAPE][row[AX_SHAPE]], l, end);
+    c->shape = v[AX_SHAPE][row[AX_SHAPE]];
+    parse_shapes(c, c->shape, l, end);
     if (c->page_size > 0 && !c->nseq) { /* paged, one shape: cfg.batch sequences of it */
         c->nseq = cfg.batch < MAX_SEQS ? cfg.batch : MAX_SEQS;
         for (int b = 1; b < c->nseq; b++) c->lens_q[b] = c->lens_q[0], c->lens_k[b] = c->lens_k[0];
@@ -1567,10 +1569,11 @@ static int report(const args *a, const attn_case_verdict *v, const char *argv0) 
         const test_case *c = &a->cases[i];
         if (v[i] != ATTN_CASE_FAILED) continue;
         printf("rerun %s alone: %s --name %s --kernel %s%s%s --dtype %s --head-dim %dx%d --mask %s --heads-k %d "
-               "--window %d:%d --softcap %g --shapes %dx%d --batch %d --heads %d --tolerance %s --checks %s\n",
+               "--window=%d:%d --softcap %g --shapes %s --page-size %d --batch %d --heads %d --tolerance %s "
+               "--checks %s\n",
                c->label, argv0, cfg.name, a->kernel, a->plugin ? " --plugin " : "", a->plugin ? a->plugin : "",
                attn_dtype_name(c->dtype), c->head_dim, c->head_dim_v, c->causal ? "causal" : "full", c->heads_k,
-               c->window_left, c->window_right, c->softcap, c->seqlen_q, c->seqlen_k, cfg.batch, cfg.heads,
+               c->window_left, c->window_right, c->softcap, c->shape, c->page_size, cfg.batch, cfg.heads,
                a->tolerance, a->checks);
     }
     if (count[ATTN_CASE_FAILED] || count[ATTN_CASE_NOT_RUN]) return 1;
