@@ -129,13 +129,12 @@ static int sample(attn_timer *t, attn_enqueue_fn fn, void *ctx, int held, int in
     return 0;
 }
 
-extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
-                            const attn_timing_rules *rules, attn_timing *out, char *err,
-                            size_t errlen) {
+/* Warm-up: module load, handles, lazily allocated buffers, clocks ramping up; and the host's
+ * time to enqueue one call (the least over the warm-up, past the first), which decides
+ * whether samples are held. */
+static int warm_up(attn_timer *t, attn_enqueue_fn fn, void *ctx, attn_timing *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->max_clock_mhz = t->max_clock_mhz;
-    /* warm-up: module load, handles, lazily allocated buffers, clocks ramping up; and the
-     * host's time to enqueue one call (the least over the warm-up, past the first) */
     double t0 = attn_wall_s();
     out->enqueue_ms = 1e30;
     for (int i = 0; i < 3 || attn_wall_s() - t0 < 0.05; i++) {
@@ -147,61 +146,108 @@ extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
         if (i > 1000) break;
     }
     out->held = out->enqueue_ms <= HOLD_MAX_ENQUEUE_MS;
-    size_t cap = 1024, n = 0;
-    double *ms = (double *)malloc(cap * sizeof *ms);
-    if (!ms) {
-        snprintf(err, errlen, "out of host memory");
+    return 0;
+}
+
+/* The samples kept for one function so far. */
+typedef struct {
+    double *ms;
+    size_t n, cap;
+    double clock_sum, kept_s;
+} samples;
+
+/* Takes one sample of fn into s (or drops it: throttled). 0, or 1 with err. */
+static int take(attn_timer *t, attn_enqueue_fn fn, void *ctx, const attn_timing_rules *rules, attn_timing *out,
+                samples *s, int index, char *err, size_t errlen) {
+    float m;
+    double mhz;
+    if (sample(t, fn, ctx, out->held, index, &m, &mhz, err, errlen)) return 1;
+    if (mhz < rules->min_clock_frac * t->max_clock_mhz) {
+        out->dropped_clock++; /* throttled: not a measurement of the kernel */
+        return 0;
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 1024;
+        double *grown = (double *)realloc(s->ms, cap * sizeof *grown);
+        if (!grown) return snprintf(err, errlen, "out of host memory"), 1;
+        s->ms = grown, s->cap = cap;
+    }
+    s->ms[s->n++] = m;
+    s->clock_sum += mhz;
+    s->kept_s += m * 1e-3;
+    return 0;
+}
+
+static int enough(const samples *s, const attn_timing_rules *rules) {
+    return s->n >= (size_t)rules->min_samples && s->kept_s >= rules->min_time_s && attn_rsd(s->ms, s->n) < rules->max_rsd;
+}
+
+/* The figures of the kept samples into out; 1 with err when none was kept. */
+static int summarize(const attn_timer *t, const samples *s, const attn_timing_rules *rules, attn_timing *out,
+                     char *err, size_t errlen) {
+    if (s->n == 0) {
+        snprintf(err, errlen, "every sample was dropped: the SM clock stayed under %.0f%% of "
+                 "%.0f MHz (%d samples)", 100 * rules->min_clock_frac, t->max_clock_mhz, out->dropped_clock);
         return 1;
     }
-    double clock_sum = 0, kept_s = 0;
+    out->samples = (int)s->n;
+    out->median_ms = attn_median(s->ms, s->n);
+    out->min_ms = attn_min(s->ms, s->n);
+    out->rsd = attn_rsd(s->ms, s->n);
+    attn_bootstrap_median_ci(s->ms, s->n, 1000, 0x5eed, &out->ci_lo_ms, &out->ci_hi_ms);
+    out->mean_clock_mhz = s->clock_sum / s->n;
+    out->gpu_time_s = s->kept_s;
+    return 0;
+}
+
+/* The timeout ends the wait for a low spread, never the minimum sample count: only a kernel
+ * still short of it at 10x the timeout stops early (and the benchmark calls that an invalid
+ * measurement). */
+static int timed_out(double spent, size_t n, const attn_timing_rules *rules) {
+    return spent > rules->timeout_s && (n >= (size_t)rules->min_samples || spent > 10 * rules->timeout_s);
+}
+
+extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
+                            const attn_timing_rules *rules, attn_timing *out, char *err,
+                            size_t errlen) {
+    if (warm_up(t, fn, ctx, out, err, errlen)) return 1;
+    samples s = {};
     const double start = attn_wall_s();
+    int rc = 0;
     for (int i = 0;; i++) {
-        float m;
-        double mhz;
-        if (sample(t, fn, ctx, out->held, i, &m, &mhz, err, errlen)) {
-            free(ms);
-            return 1;
-        }
-        if (mhz < rules->min_clock_frac * t->max_clock_mhz) {
-            out->dropped_clock++; /* throttled: not a measurement of the kernel */
-        } else {
-            if (n == cap) {
-                double *grown = (double *)realloc(ms, 2 * cap * sizeof *ms);
-                if (!grown) break;
-                ms = grown, cap *= 2;
-            }
-            ms[n++] = m;
-            clock_sum += mhz;
-            kept_s += m * 1e-3;
-        }
-        if (n >= (size_t)rules->min_samples && kept_s >= rules->min_time_s &&
-            attn_rsd(ms, n) < rules->max_rsd)
-            break;
-        /* the timeout ends the wait for a low spread, never the minimum sample count: only
-         * a kernel still short of it at 10x the timeout stops early (and the benchmark
-         * calls that an invalid measurement) */
-        const double spent = attn_wall_s() - start;
-        if (spent > rules->timeout_s && (n >= (size_t)rules->min_samples || spent > 10 * rules->timeout_s)) {
+        if ((rc = take(t, fn, ctx, rules, out, &s, i, err, errlen))) break;
+        if (enough(&s, rules)) break;
+        if (timed_out(attn_wall_s() - start, s.n, rules)) {
             out->noisy = 1;
             break;
         }
     }
-    if (n == 0) {
-        snprintf(err, errlen, "every sample was dropped: the SM clock stayed under %.0f%% of "
-                 "%.0f MHz (%d samples)", 100 * rules->min_clock_frac, t->max_clock_mhz,
-                 out->dropped_clock);
-        free(ms);
-        return 1;
+    if (!rc) rc = summarize(t, &s, rules, out, err, errlen);
+    free(s.ms);
+    return rc;
+}
+
+extern "C" int attn_measure_pair(attn_timer *t, attn_enqueue_fn fa, void *ca, attn_enqueue_fn fb, void *cb,
+                                 const attn_timing_rules *rules, attn_timing *a, attn_timing *b, char *err,
+                                 size_t errlen) {
+    if (warm_up(t, fa, ca, a, err, errlen) || warm_up(t, fb, cb, b, err, errlen)) return 1;
+    samples sa = {}, sb = {};
+    const double start = attn_wall_s();
+    int rc = 0;
+    for (int i = 0;; i++) {
+        if ((rc = take(t, fa, ca, rules, a, &sa, 2 * i, err, errlen)) ||
+            (rc = take(t, fb, cb, rules, b, &sb, 2 * i + 1, err, errlen)))
+            break;
+        if (enough(&sa, rules) && enough(&sb, rules)) break;
+        if (timed_out(attn_wall_s() - start, sa.n < sb.n ? sa.n : sb.n, rules)) {
+            a->noisy = !enough(&sa, rules), b->noisy = !enough(&sb, rules);
+            break;
+        }
     }
-    out->samples = (int)n;
-    out->median_ms = attn_median(ms, n);
-    out->min_ms = attn_min(ms, n);
-    out->rsd = attn_rsd(ms, n);
-    attn_bootstrap_median_ci(ms, n, 1000, 0x5eed, &out->ci_lo_ms, &out->ci_hi_ms);
-    out->mean_clock_mhz = clock_sum / n;
-    out->gpu_time_s = kept_s;
-    free(ms);
-    return 0;
+    if (!rc) rc = summarize(t, &sa, rules, a, err, errlen) || summarize(t, &sb, rules, b, err, errlen);
+    free(sa.ms);
+    free(sb.ms);
+    return rc;
 }
 
 /* ---- does this build hold code for this GPU? ------------------------------------------ */

@@ -42,6 +42,14 @@ typedef int (*attn_enqueue_fn)(void *ctx, cudaStream_t stream, char *err, size_t
 int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx, const attn_timing_rules *rules,
                  attn_timing *out, char *err, size_t errlen);
 
+/* Times two functions interleaved (a sample of a, then one of b, each cold), so that a drift
+ * of clock or temperature falls on both alike: the only comparison of two configurations that
+ * holds on a shared GPU (the autotuner's confirmation). Stops once both meet the rules, or at
+ * the timeout (marking noisy the one that did not). */
+int attn_measure_pair(attn_timer *t, attn_enqueue_fn fa, void *ca, attn_enqueue_fn fb, void *cb,
+                      const attn_timing_rules *rules, attn_timing *a, attn_timing *b, char *err,
+                      size_t errlen);
+
 /* Launches an empty kernel built like the harness's kernels: cudaErrorNoKernelImageForDevice
  * when this build holds no code for the current GPU. */
 cudaError_t attn_probe_kernel_image(void);

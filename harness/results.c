@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int dump_tmp(json_t *doc, const char *path, char *tmp, size_t tmplen, char *err, size_t errlen) {
@@ -87,4 +88,31 @@ int attn_timing_from_json(const json_t *j, attn_timing *t) {
                           &t->ci_hi_ms, "samples", &t->samples, "dropped_for_clock", &t->dropped_clock,
                           "noisy", &t->noisy, "rsd", &t->rsd, "mean_sm_clock_mhz", &t->mean_clock_mhz,
                           "gpu_time_s", &t->gpu_time_s, "held", &t->held, "enqueue_ms", &t->enqueue_ms) != 0;
+}
+
+static void git_line(const char *src, const char *args, char *out, size_t outlen) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "git -C '%s' %s 2>/dev/null", src, args);
+    out[0] = 0;
+    FILE *f = popen(cmd, "r");
+    if (!f) return;
+    if (!fgets(out, (int)outlen, f)) out[0] = 0;
+    out[strcspn(out, "\n")] = 0;
+    pclose(f);
+}
+
+void attn_run_stamp_now(const char *src, attn_run_stamp *out) {
+    char dirty[8] = "";
+    const char *env = getenv("ATTN_COMMIT");
+    if (env && *env) snprintf(out->commit, sizeof out->commit, "%s", env);
+    else git_line(src, "rev-parse --short HEAD", out->commit, sizeof out->commit);
+    if (!out->commit[0]) snprintf(out->commit, sizeof out->commit, "unknown");
+    const char *envd = getenv("ATTN_COMMIT_DIRTY");
+    if (envd && *envd) out->dirty = atoi(envd) != 0;
+    else git_line(src, "status --porcelain --untracked-files=no", dirty, sizeof dirty), out->dirty = dirty[0] != 0;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(out->date, sizeof out->date, "%Y-%m-%d", &tm);
+    strftime(out->stamp, sizeof out->stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }

@@ -21,6 +21,14 @@ int attn_json_write_new(json_t *doc, const char *dir, const char *stem, char *ou
 json_t *attn_timing_json(const attn_timing *t);
 int attn_timing_from_json(const json_t *j, attn_timing *t);
 
+/* A run's commit, whether the tree was dirty ($ATTN_COMMIT, $ATTN_COMMIT_DIRTY, else git in
+ * src), today's date (UTC, for file names) and the time stamp (for documents). */
+typedef struct {
+    char commit[64], date[32], stamp[64];
+    int dirty;
+} attn_run_stamp;
+void attn_run_stamp_now(const char *src, attn_run_stamp *out);
+
 /* mkdir -p */
 int attn_mkdirs(const char *path, char *err, size_t errlen);
 

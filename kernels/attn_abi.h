@@ -91,6 +91,52 @@ typedef struct {
     const int *head_dims;   /* the head dims it takes, 0-terminated; NULL = any */
 } attn_kernel;
 
+/* ---- Tunables (optional: a kernel without them is simply not tunable) ----
+ * A tunable kernel names its tunables and the values each takes; says, for any configuration
+ * (one value per tunable), what it needs, so that the autotuner's gates judge it before any
+ * compile or launch; runs any configuration this build holds; and says which configuration
+ * its fwd runs for a problem (default or tuned). A built-in kernel: ATTN_TUNING(name) in
+ * registry.def, defining attn_tuning_<name>; a plugin: the export attn_plugin_tuning below.
+ * Adding it changes nothing else: the kernel table and its version stay as they are. */
+#define ATTN_TUNE_MAX_TUNABLES 12
+typedef struct {
+    const char *name;  /* [a-z0-9_]+, stable (the tuned file names it) */
+    int count;         /* 1..64 */
+    const int *values; /* the values it takes */
+} attn_tunable;
+
+typedef struct {
+    int threads;       /* per block */
+    int shared_bytes;  /* shared memory per block, dynamic and static */
+    int regs_estimate; /* registers per thread the kernel expects, before compiling */
+    int min_blocks;    /* resident blocks per SM its launch bounds ask of ptxas (0: none) */
+    int built;         /* 1 iff this build holds the configuration's code */
+    const void *func;  /* NULL, or its (main) __global__ function, for the checks after the
+                          compile (cudaFuncGetAttributes: registers, spills) */
+    char rule[192];    /* "" or the kernel's own rule (alignment, coalescing, bank conflicts,
+                          tile shapes) the configuration breaks */
+} attn_config_facts;
+
+typedef struct {
+    int count;                     /* tunables, 1..ATTN_TUNE_MAX_TUNABLES */
+    const attn_tunable *tunables;
+    /* What configuration `values` needs for problems of this dtype and head dim: ATTN_OK, or
+     * ATTN_UNSUPPORTED when no tunable path of the kernel takes such problems. No launch. */
+    int (*facts)(const int *values, attn_dtype dtype, int head_dim, attn_config_facts *out);
+    /* fwd at this configuration; ATTN_UNSUPPORTED when p takes a path the tunables do not
+     * reach, or this build or this GPU cannot run the configuration */
+    int (*fwd_config)(const attn_fwd_params *p, const int *values, cudaStream_t stream);
+    /* The configuration fwd runs for p (tuned = 0 default, 1 a tuned one): ATTN_OK, or
+     * ATTN_UNSUPPORTED when p takes a path without tunables. Reads p's scalars only. */
+    int (*config_for)(const attn_fwd_params *p, int *values, int *tuned);
+    /* The configuration fwd runs for p untuned, as config_for. */
+    int (*default_for)(const attn_fwd_params *p, int *values);
+} attn_tuning;
+
+/* Optionally exported by a plugin: the tunables of its kernel `name`, or NULL. */
+typedef const attn_tuning *(*attn_plugin_tuning_fn)(const char *name);
+const attn_tuning *attn_plugin_tuning(const char *name);
+
 /* Exported (with C linkage) by a plugin shared library. */
 typedef const attn_kernel *(*attn_plugin_kernels_fn)(int *count, int *abi_version);
 const attn_kernel *attn_plugin_kernels(int *count, int *abi_version);

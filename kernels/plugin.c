@@ -106,3 +106,35 @@ const attn_kernel *attn_plugin_load(const char *path, int *count, char *err, siz
     *count = n;
     return kernels;
 }
+
+const attn_tuning *attn_plugin_find_tuning(const char *path, const char *name, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    /* loaded already by attn_plugin_load: RTLD_NOLOAD finds it without loading it again */
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!lib) lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(err, errlen, "plugin %s: cannot be loaded: %s", path, dlerror());
+        return NULL;
+    }
+    attn_plugin_tuning_fn f = (attn_plugin_tuning_fn)dlsym(lib, "attn_plugin_tuning");
+    const attn_tuning *t = f ? f(name) : NULL;
+    if (!t) return NULL; /* no tunables: not an error */
+    if (t->count < 1 || t->count > ATTN_TUNE_MAX_TUNABLES || !t->tunables || !t->facts || !t->fwd_config ||
+        !t->config_for || !t->default_for) {
+        snprintf(err, errlen,
+                 "plugin %s: kernel '%s': attn_plugin_tuning gives %d tunables (1..%d) or a NULL "
+                 "tunables, facts, fwd_config, config_for or default_for",
+                 path, name, t->count, ATTN_TUNE_MAX_TUNABLES);
+        return NULL;
+    }
+    for (int i = 0; i < t->count; i++) {
+        const attn_tunable *u = &t->tunables[i];
+        if (!attn_kernel_name_valid(u->name) || u->count < 1 || u->count > 64 || !u->values) {
+            snprintf(err, errlen,
+                     "plugin %s: kernel '%s': tunable #%d ('%s') needs a [a-z0-9_]+ name and 1..64 values",
+                     path, name, i, u->name ? u->name : "(null)");
+            return NULL;
+        }
+    }
+    return t;
+}

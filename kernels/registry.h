@@ -23,6 +23,15 @@ const attn_kernel *attn_plugin_load(const char *path, int *count, char *err, siz
 const attn_kernel *attn_find_kernel(const char *name, const char *plugin_path, char *err,
                                     size_t errlen);
 
+/* The tunables of kernel k (attn_abi.h, attn_tuning): a built-in's ATTN_TUNING entry, or the
+ * plugin's attn_plugin_tuning export when plugin_path is given. NULL when k is not tunable
+ * (err "") or its table is malformed (err says how). */
+const attn_tuning *attn_find_tuning(const attn_kernel *k, const char *plugin_path, char *err,
+                                    size_t errlen);
+/* The plugin's side of attn_find_tuning (plugin.c). */
+const attn_tuning *attn_plugin_find_tuning(const char *path, const char *name, char *err,
+                                           size_t errlen);
+
 /* 1 iff name matches [a-z0-9_]+ */
 int attn_kernel_name_valid(const char *name);
 

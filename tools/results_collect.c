@@ -28,17 +28,6 @@ static int is_fragment(const struct dirent *e) {
     return n > 5 && !strcmp(e->d_name + n - 5, ".json");
 }
 
-static void git_line(const char *src, const char *args, char *out, size_t outlen) {
-    char cmd[1400];
-    snprintf(cmd, sizeof cmd, "git -C '%s' %s 2>/dev/null", src, args);
-    out[0] = 0;
-    FILE *f = popen(cmd, "r");
-    if (!f) return;
-    if (!fgets(out, (int)outlen, f)) out[0] = 0;
-    out[strcspn(out, "\n")] = 0;
-    pclose(f);
-}
-
 /* Removes the *.json files of dir (none there, or no dir: nothing to do). */
 static void remove_json_files(const char *dir) {
     struct dirent **list;
@@ -103,8 +92,7 @@ struct run_info {
     struct cudaDeviceProp prop;
     int driver, runtime, khz, mem_khz, cublas;
     long cudnn_version; /* 0: no cuDNN */
-    char commit[64], date[32], stamp[64];
-    int is_dirty;
+    attn_run_stamp at; /* commit, dirty, date, time */
 };
 
 /* The GPU's properties and the driver, runtime, cuBLAS and cuDNN versions. */
@@ -127,31 +115,13 @@ static void query_gpu(struct run_info *ri) {
     attn_cudnn_close(cudnn);
 }
 
-/* The commit and whether it was dirty ($ATTN_COMMIT, $ATTN_COMMIT_DIRTY, else git in src),
- * and today's date (UTC) for the file name and the time stamp for the document. */
-static void query_commit_and_time(const char *src, struct run_info *ri) {
-    char dirty[8] = "";
-    const char *env = getenv("ATTN_COMMIT");
-    if (env && *env) snprintf(ri->commit, sizeof ri->commit, "%s", env);
-    else git_line(src, "rev-parse --short HEAD", ri->commit, sizeof ri->commit);
-    if (!ri->commit[0]) snprintf(ri->commit, sizeof ri->commit, "unknown");
-    const char *envd = getenv("ATTN_COMMIT_DIRTY");
-    if (envd && *envd) ri->is_dirty = atoi(envd) != 0;
-    else git_line(src, "status --porcelain --untracked-files=no", dirty, sizeof dirty), ri->is_dirty = dirty[0] != 0;
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(ri->date, sizeof ri->date, "%Y-%m-%d", &tm);
-    strftime(ri->stamp, sizeof ri->stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* The document: {"schema": 1, "run": {...}, "tests": tests}; takes the reference to tests. */
 static json_t *results_doc(const struct run_info *ri, json_t *tests) {
     const struct cudaDeviceProp *prop = &ri->prop;
     char cc[16];
     snprintf(cc, sizeof cc, "%d.%d", prop->major, prop->minor);
     json_t *run = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:i, s:f, s:f, s:i}, s:i, s:i, s:i}",
-                            "commit", ri->commit, "dirty", ri->is_dirty, "date", ri->stamp, "gpu", "name", prop->name,
+                            "commit", ri->at.commit, "dirty", ri->at.dirty, "date", ri->at.stamp, "gpu", "name", prop->name,
                             "compute_capability", cc, "sms", prop->multiProcessorCount,
                             "sm_clock_max_mhz", ri->khz / 1000.0, "memory_clock_max_mhz", ri->mem_khz / 1000.0,
                             "l2_bytes", prop->l2CacheSize, "driver_version", ri->driver,
@@ -176,20 +146,20 @@ static int collect(const char *dir, const char *results_dir, const char *src) {
 
     struct run_info ri = {0};
     query_gpu(&ri);
-    query_commit_and_time(src, &ri);
+    attn_run_stamp_now(src, &ri.at);
     json_t *doc = results_doc(&ri, tests);
 
     char slug[256], outdir[1024], stem[128], out[1200];
     attn_gpu_slug(ri.prop.name, slug, sizeof slug);
     snprintf(outdir, sizeof outdir, "%s/%s", results_dir, slug);
-    snprintf(stem, sizeof stem, "%s-%s", ri.date, ri.commit);
+    snprintf(stem, sizeof stem, "%s-%s", ri.at.date, ri.at.commit);
     if (attn_mkdirs(outdir, err, sizeof err) ||
         attn_json_write_new(doc, outdir, stem, out, sizeof out, err, sizeof err)) {
         fprintf(stderr, "attn_results: %s\n", err);
         json_decref(doc);
         return 1;
     }
-    printf("results: %s (%d tests, commit %s%s)\n", out, n, ri.commit, ri.is_dirty ? ", dirty" : "");
+    printf("results: %s (%d tests, commit %s%s)\n", out, n, ri.at.commit, ri.at.dirty ? ", dirty" : "");
     json_decref(doc);
     return 0;
 }

@@ -28,17 +28,6 @@
 #include "decode.h"
 #include "ptx.cuh"
 
-/* What the path takes: seqlen_q (the longest sequence's) at most FLASH2_DECODE_MAX_Q, and
- * seqlen_k (the longest) at least FLASH2_DECODE_MIN_KEYS. Below 1024 keys a (b, KV head) is at
- * most 16 tiles, a split-KV launch and a combine buy little against the prefill path, and the
- * prefill path is the measured one. -DFLASH2_DECODE_MIN_KEYS=1 routes every seqlen_q <= 16
- * problem here (to run the correctness suites through this path). */
-#ifndef FLASH2_DECODE_MIN_KEYS
-#define FLASH2_DECODE_MIN_KEYS 1024
-#endif
-#ifndef FLASH2_DECODE_MAX_Q
-#define FLASH2_DECODE_MAX_Q 16
-#endif
 /* The combine kernel is launched with programmatic dependent launch on sm_90 (it is scheduled
  * while the split kernel drains, and waits for it in griddepcontrol.wait): 0 turns it off. */
 #ifndef FLASH2_DECODE_PDL

@@ -7,6 +7,18 @@
 
 #include "attn_abi.h"
 
+/* What the path takes: seqlen_q (the longest sequence's) at most FLASH2_DECODE_MAX_Q, and
+ * seqlen_k (the longest) at least FLASH2_DECODE_MIN_KEYS. Below 1024 keys a (b, KV head) is at
+ * most 16 tiles, a split-KV launch and a combine buy little against the prefill path, and the
+ * prefill path is the measured one. -DFLASH2_DECODE_MIN_KEYS=1 routes every seqlen_q <= 16
+ * problem here (to run the correctness suites through this path). */
+#ifndef FLASH2_DECODE_MIN_KEYS
+#define FLASH2_DECODE_MIN_KEYS 1024
+#endif
+#ifndef FLASH2_DECODE_MAX_Q
+#define FLASH2_DECODE_MAX_Q 16
+#endif
+
 /* p as flash2_fwd validated and normalised it (heads_k set, window_left -1 or < seqlen_k - 1,
  * window_right -1, 0 with causal set, or > 0; softcap >= 0 finite; any head dim flash2
  * takes (this path takes 64 and 128 with head_dim_v 0 or head_dim, and declines the rest); 16-byte aligned pointers, strides multiples of 8 elements).
