@@ -3,15 +3,20 @@
 #   gpu <the GPU's name as cudaDeviceProp.name gives it>
 #   <kernel> <fp16|bf16> d<head dim> <full|causal> <lo>-<hi> <tunable>=<value> ...   # comment
 #
-#   attn_read_tuned(<kernel> "<tunable>;<tunable>;..." <out>)
-# sets <out> to a list of "<gpu>|<dtype>|<head dim>|<causal 0/1>|<lo>|<hi>|<v>,<v>,..." for
+#   attn_read_tuned(<dir> <kernel> "<tunable>;<tunable>;..." <out>)
+# reads <dir>/*.tuned.txt and sets <out> to a list of "<gpu>|<dtype>|<head dim>|<causal 0/1>|<lo>|<hi>|<v>,<v>,..." for
 # <kernel>'s lines, the values in the order of the tunables given (each must appear once).
 # A malformed line stops the configure step with "<file>:<line>: <what was expected>"; other
 # kernels' lines are checked too, then skipped.
 include(${CMAKE_CURRENT_LIST_DIR}/shapes.cmake) # _attn_fatal, _attn_shapes_error
 
-function(attn_read_tuned kernel tunables out)
-  file(GLOB files CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/thresholds/*.tuned.txt")
+function(attn_read_tuned dir kernel tunables out)
+  if(CMAKE_SCRIPT_MODE_FILE) # cmake -P (the unit tests)
+    file(GLOB files "${dir}/*.tuned.txt")
+  else() # a new or removed tuned file re-runs the configure step
+    file(GLOB files CONFIGURE_DEPENDS "${dir}/*.tuned.txt")
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${files})
+  endif()
   set(result "")
   foreach(file IN LISTS files)
     file(READ "${file}" content)

@@ -43,6 +43,9 @@ NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big",
 # 65535, a tensor over 2^31 elements): the correctness suite's large rows catch them
 NEEDS_LARGE_ROWS = {"broken_grid_y", "broken_int32_offsets"}
 CONTROLS = {"broken_none", "broken_v2_none"}
+# the autotuner's fixture: its fwd is the control; its bugs sit behind its tunables, which
+# attn_tune's selftest (tests/tune_selftest.py) must reject
+TUNER_FIXTURES = {"broken_tunable"}
 
 # a shapes file's keys that list values (batch and heads take one); the version-2 axes as
 # attn_correctness takes them
@@ -149,7 +152,7 @@ def main():
     listed = subprocess.run([a.lister, a.plugin], capture_output=True, text=True)
     if listed.returncode:
         sys.exit(f"selftest: {listed.stderr.strip()}")
-    broken = [k for k in listed.stdout.split() if k not in NOT_A_CORRECTNESS_BUG | NEEDS_LARGE_ROWS]
+    broken = [k for k in listed.stdout.split() if k not in NOT_A_CORRECTNESS_BUG | NEEDS_LARGE_ROWS | TUNER_FIXTURES]
     correct = [k for k in a.builtins.split(",") if k] + [k for k in broken if k in CONTROLS]
     kernels = [(k, None) for k in a.builtins.split(",") if k] + [(k, a.plugin) for k in broken]
 

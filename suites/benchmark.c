@@ -609,6 +609,24 @@ static void make_workload_inputs(void) {
     if (attn_problem_check(p, &host, err, sizeof err)) finish("fail", 2, "harness error: %s", err);
 }
 
+/* Which configuration of a tunable kernel (attn_tuning) runs this problem, default or tuned
+ * (flash2: a committed thresholds/<gpu>.tuned.txt): "config" {tunable: value, ..., "tuned"}. */
+static void record_config(void) {
+    char err[1024];
+    const attn_tuning *t = attn_find_tuning(B.kernel, B.plugin, err, sizeof err);
+    int values[ATTN_TUNE_MAX_TUNABLES], tuned = 0;
+    if (!t || t->config_for(&B.p, values, &tuned) != ATTN_OK) return;
+    json_t *c = json_object();
+    printf("configuration (%s):", tuned ? "tuned" : "default");
+    for (int i = 0; i < t->count; i++) {
+        json_object_set_new(c, t->tunables[i].name, json_integer(values[i]));
+        printf(" %s=%d", t->tunables[i].name, values[i]);
+    }
+    printf("\n");
+    json_object_set_new(c, "tuned", json_boolean(tuned));
+    json_object_set_new(B.doc, "config", c);
+}
+
 /* The golden and low-precision outputs that verify() judges every run against. */
 static void make_references(void) {
     char err[2048];
@@ -956,6 +974,7 @@ int main(int argc, char **argv) {
 
     load_thresholds();
     make_inputs();
+    record_config();
     phase_done("setup");
     make_references();
     phase_done("references");

@@ -23,7 +23,7 @@
  * 4. Confirmation: the winner and the default timed interleaved (attn_measure_pair) on the
  *    class's benchmark shape; accepted only when the winner's 95 % CI of the median lies 3 %
  *    or more under the default's, and the winner's output on that shape is right.
- * 5. Output: results/<gpu>/<date>-<commit>-tune-<kernel>.json (every configuration, its gate
+ * 5. Output: results/<gpu>/tune/<date>-<commit>-<kernel>.json (every configuration, its gate
  *    or verdict, every timing, the winners), and <tuned-dir>/<gpu>.tuned.txt: the accepted
  *    configurations, one line per class (cmake/tuned.cmake reads it; flash2 compiles and
  *    runs them), the other kernels' lines kept.
@@ -768,9 +768,9 @@ static attn_case_verdict run_search(int i, void *ctx, int *stop_child) {
             }
     char slug[256], stem[256], out_path[1200];
     attn_gpu_slug(prop.name, slug, sizeof slug);
-    snprintf(stem, sizeof stem, "%s-%s-tune-%s", st.date, st.commit, A.kernel_name);
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/%s", A.results_dir, slug);
+    snprintf(stem, sizeof stem, "%s-%s-%s", st.date, st.commit, A.kernel_name);
+    char dir[1100]; /* a folder of its own: the benchmark scripts read the .json files of results/<gpu> */
+    snprintf(dir, sizeof dir, "%s/%s/tune", A.results_dir, slug);
     json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:b, s:s, s:s}, s:o, s:o, s:o, s:f, s:i, s:i}", "kind", "tune", "kernel",
                             A.kernel_name, "run", "commit", st.commit, "dirty", st.dirty, "date", st.stamp, "gpu",
                             prop.name, "tunables", tun, "groups", gj, "classes", cj, "search_s", attn_wall_s() - t0,

@@ -403,10 +403,46 @@ const attn_kernel table[] = {
 };
 
 #if ATTN_ABI_VERSION >= 2
+/* broken_tunable: a tunable kernel (attn_tuning) for attn_tune's selftest. Its one tunable,
+ * "variant", picks a bug: 0 none (the default), 1 the tail keys skipped (wrong, and faster:
+ * a tuner that times before it checks would pick it), 2 an illegal address (the tuner's
+ * child faults: that configuration alone must be rejected), 3 twice the work (right and
+ * slower). A tuner must reject 1 and 2 and keep the default. */
+constexpr int kVariants[] = {0, 1, 2, 3};
+constexpr attn_tunable kTunableVariant[] = {{"variant", 4, kVariants}};
+
+int tunable_fwd_config(const attn_fwd_params *p, const int *values, cudaStream_t stream) {
+    switch (values[0]) {
+    case 0: return broken_fwd<BUG_NONE>(p, stream);
+    case 1: return broken_fwd<BUG_TAIL_KEYS_SKIPPED>(p, stream);
+    case 2: return broken_fwd<BUG_ILLEGAL_ADDRESS>(p, stream);
+    case 3: return broken_fwd<BUG_SLOW_2X>(p, stream);
+    }
+    return ATTN_UNSUPPORTED;
+}
+int tunable_facts(const int *values, attn_dtype dtype, int head_dim, attn_config_facts *out) {
+    (void)dtype;
+    if (head_dim != 64 && head_dim != 128) return ATTN_UNSUPPORTED;
+    memset(out, 0, sizeof *out);
+    out->threads = kWarpsPerBlock * 32, out->regs_estimate = 64, out->built = values[0] >= 0 && values[0] <= 3;
+    return ATTN_OK;
+}
+int tunable_default_for(const attn_fwd_params *p, int *values) {
+    if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
+    values[0] = 0;
+    return ATTN_OK;
+}
+int tunable_config_for(const attn_fwd_params *p, int *values, int *tuned) {
+    if (tuned) *tuned = 0;
+    return tunable_default_for(p, values);
+}
+constexpr attn_tuning kTuning = {1, kTunableVariant, tunable_facts, tunable_fwd_config, tunable_config_for,
+                                 tunable_default_for};
+
 /* The plugin's table: `table`, then broken_v2.cu's kernels (room for 16 of them; more leave
  * it empty, and the loader refuses the plugin, saying so). */
 struct combined_table {
-    attn_kernel k[sizeof table / sizeof table[0] + 16];
+    attn_kernel k[sizeof table / sizeof table[0] + 16 + 1]; /* + broken_tunable */
     int n;
 };
 
@@ -417,6 +453,7 @@ combined_table combine() {
     if (n2 < 0 || n2 > 16) return c;
     for (const attn_kernel &e : table) c.k[c.n++] = e;
     for (int i = 0; i < n2; i++) c.k[c.n++] = v2[i];
+    c.k[c.n++] = {"broken_tunable", broken_fwd<BUG_NONE>, 0, 0, nullptr};
     return c;
 }
 #endif
@@ -435,3 +472,11 @@ const attn_kernel *attn_plugin_kernels(int *count, int *abi_version) {
     return table;
 #endif
 }
+
+#if ATTN_ABI_VERSION >= 2
+/* The tunables of broken_tunable (no other kernel here has any). */
+extern "C" __attribute__((visibility("default")))
+const attn_tuning *attn_plugin_tuning(const char *name) {
+    return name && !strcmp(name, "broken_tunable") ? &kTuning : nullptr;
+}
+#endif
