@@ -132,12 +132,14 @@ static int sample(attn_timer *t, attn_enqueue_fn fn, void *ctx, int held, int in
 /* Warm-up: module load, handles, lazily allocated buffers, clocks ramping up; and the host's
  * time to enqueue one call (the least over the warm-up, past the first), which decides
  * whether samples are held. */
-static int warm_up(attn_timer *t, attn_enqueue_fn fn, void *ctx, attn_timing *out, char *err, size_t errlen) {
+static int warm_up(attn_timer *t, attn_enqueue_fn fn, void *ctx, const attn_timing_rules *rules, attn_timing *out,
+                   char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->max_clock_mhz = t->max_clock_mhz;
     double t0 = attn_wall_s();
+    const double warm_s = rules->warmup_s > 0 ? rules->warmup_s : 0.05;
     out->enqueue_ms = 1e30;
-    for (int i = 0; i < 3 || attn_wall_s() - t0 < 0.05; i++) {
+    for (int i = 0; i < 3 || attn_wall_s() - t0 < warm_s; i++) {
         const double e0 = attn_wall_s();
         if (fn(ctx, t->stream, err, errlen)) return 1;
         const double e1 = attn_wall_s();
@@ -210,7 +212,7 @@ static int timed_out(double spent, size_t n, const attn_timing_rules *rules) {
 extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
                             const attn_timing_rules *rules, attn_timing *out, char *err,
                             size_t errlen) {
-    if (warm_up(t, fn, ctx, out, err, errlen)) return 1;
+    if (warm_up(t, fn, ctx, rules, out, err, errlen)) return 1;
     samples s = {};
     const double start = attn_wall_s();
     int rc = 0;
@@ -230,7 +232,7 @@ extern "C" int attn_measure(attn_timer *t, attn_enqueue_fn fn, void *ctx,
 extern "C" int attn_measure_pair(attn_timer *t, attn_enqueue_fn fa, void *ca, attn_enqueue_fn fb, void *cb,
                                  const attn_timing_rules *rules, attn_timing *a, attn_timing *b, char *err,
                                  size_t errlen) {
-    if (warm_up(t, fa, ca, a, err, errlen) || warm_up(t, fb, cb, b, err, errlen)) return 1;
+    if (warm_up(t, fa, ca, rules, a, err, errlen) || warm_up(t, fb, cb, rules, b, err, errlen)) return 1;
     samples sa = {}, sb = {};
     const double start = attn_wall_s();
     int rc = 0;

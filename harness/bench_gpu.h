@@ -20,6 +20,7 @@ typedef struct {
     double max_rsd;        /* then stop once the relative std dev is under this (0.005) */
     double timeout_s;      /* or at this wall time: the result is marked noisy */
     double min_clock_frac; /* samples under this fraction of the max SM clock are dropped */
+    double warmup_s;       /* calls before the samples, for at least this long (0: 0.05 s) */
 } attn_timing_rules;
 
 typedef struct {

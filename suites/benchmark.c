@@ -654,7 +654,7 @@ static void verify_kernel(void) {
 /* Creates the timer (kept for the baselines) and times the kernel into B.tk. */
 static void time_kernel(void) {
     char err[2048];
-    B.rules = (attn_timing_rules){10, 0.5, 0.005, 1.0, 0.75};
+    B.rules = (attn_timing_rules){10, 0.5, 0.005, 1.0, 0.75, 0};
     const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
     if (tmo && atof(tmo) > 0) B.rules.timeout_s = atof(tmo);
     if (attn_timer_create(&B.timer, B.stream, err, sizeof err)) finish("fail", 2, "timer: %s", err);

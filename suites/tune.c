@@ -500,10 +500,15 @@ static int run_config_once(void *ctx, cudaStream_t s, char *err, size_t errlen) 
     return rc != ATTN_OK;
 }
 
-/* Successive halving's rungs: each a longer timing than the last (rung 0 screens). */
-static const attn_timing_rules rungs[] = {
-    {3, 0.01, 1e9, 0.5, 0.75}, {10, 0.05, 0.02, 1.0, 0.75}, {20, 0.15, 0.01, 2.0, 0.75}, {30, 0.3, 0.005, 3.0, 0.75}};
-static const attn_timing_rules confirm_rules = {30, 0.5, 0.005, 4.0, 0.75};
+/* Successive halving's rungs: each a longer timing than the last (rung 0 screens), by sample
+ * count and time alone (no spread rule: a short kernel's spread would hold every rung to its
+ * timeout; the medians' CIs carry the precision). The confirmation keeps the noise rule.
+ * Warm-up 10 ms: the clocks are up after the first configuration. */
+static const attn_timing_rules rungs[] = {{3, 0.005, 1e9, 0.5, 0.75, 0.01},
+                                          {10, 0.03, 1e9, 1.0, 0.75, 0.01},
+                                          {20, 0.1, 1e9, 2.0, 0.75, 0.01},
+                                          {40, 0.2, 1e9, 3.0, 0.75, 0.01}};
+static const attn_timing_rules confirm_rules = {40, 0.4, 0.01, 2.0, 0.75, 0.01};
 #define N_RUNGS (int)(sizeof rungs / sizeof rungs[0])
 
 static attn_timer *timer;

@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn_calibrate: cudaMalloc failed\n");
         return 1;
     }
-    attn_timing_rules rules = {10, 0.5, 0.005, 5.0, 0.75};
+    attn_timing_rules rules = {10, 0.5, 0.005, 5.0, 0.75, 0};
     struct peaks pk;
     if (measure_gemms(timer, stream, &rules, &pk, err, sizeof err) ||
         measure_copy(timer, stream, &rules, &pk, err, sizeof err))

@@ -415,7 +415,7 @@ static int measure_and_print(timed_case *tc, const char *name, const attn_cudnn_
                              const attn_cudnn_lib_info *lib) {
     char why[4096];
     attn_timer *timer = NULL;
-    attn_timing_rules rules = {10, 0.5, 0.005, 1.0, 0.75}; /* attn_benchmark's */
+    attn_timing_rules rules = {10, 0.5, 0.005, 1.0, 0.75, 0}; /* attn_benchmark's */
     const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
     if (tmo && atof(tmo) > 0) rules.timeout_s = atof(tmo);
     attn_timing t;

@@ -53,7 +53,9 @@ endforeach()
 file(CONFIGURE OUTPUT ${gen}/flash2_units.inc CONTENT "${list_inc}" @ONLY)
 
 target_sources(attn_kernels PRIVATE ${units})
-target_include_directories(attn_kernels PRIVATE ${gen} ${CMAKE_CURRENT_SOURCE_DIR}/flash2)
+# the generated .inc files, for flash2.cu and tuning.cu too; the units find kernel.cuh in flash2/
+target_include_directories(attn_kernels PRIVATE ${gen})
+set_source_files_properties(${units} PROPERTIES INCLUDE_DIRECTORIES ${CMAKE_CURRENT_SOURCE_DIR}/flash2)
 if(ATTN_TUNE_SPACE)
   target_compile_definitions(attn_kernels PRIVATE FLASH2_TUNE_SPACE=1)
 endif()

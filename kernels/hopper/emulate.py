@@ -1,0 +1,106 @@
+# CPU emulation of hopper.cu's tile logic (not of the PTX fragment layouts): which key tiles a block
+# visits and in what order, the moved packed tails (a read past the last row asserts), the masks,
+# the online softmax with its -inf rules, and which rows the epilogue writes (each exactly once),
+# against a float64 reference. Run: python3 kernels/hopper/emulate.py (numpy; ~1 minute).
+import numpy as np
+BM = BN = 128
+def ref(q, k, v, scale, causal):
+    sq, sk = q.shape[0], k.shape[0]
+    o = np.zeros((sq, q.shape[1])); lse = np.full(sq, -np.inf)
+    for i in range(sq):
+        last = min(sk - 1, i + sk - sq) if causal else sk - 1
+        if last < 0: continue
+        s = q[i] @ k[:last + 1].T * scale
+        m = s.max(); e = np.exp(s - m); l = e.sum()
+        o[i] = e @ v[:last + 1] / l; lse[i] = m + np.log(l)
+    return o, lse
+
+def run(lens_q, lens_k, packed_q, packed_k, causal, d=16, seed=0):
+    rng = np.random.default_rng(seed)
+    B = len(lens_q)
+    seqlen_q, seqlen_k = max(max(lens_q), 1), max(max(lens_k), 1)
+    cq = np.concatenate([[0], np.cumsum(lens_q)]).astype(int); ck = np.concatenate([[0], np.cumsum(lens_k)]).astype(int)
+    # global row storage: packed -> total rows; dense -> per batch seqlen rows
+    Qrows = cq[-1] if packed_q else B * seqlen_q
+    Krows = ck[-1] if packed_k else B * seqlen_k
+    Q = rng.standard_normal((Qrows, d)); K = rng.standard_normal((Krows, d)); V = rng.standard_normal((Krows, d))
+    scale = 1 / np.sqrt(d) * 3; sl2 = scale * np.log2(np.e)
+    O = np.full((Qrows, d), np.nan); L = np.full(Qrows, np.nan); writes = np.zeros(Qrows, int)
+    def load(M, packed, row0, row, b, seqlen, total):  # one 128-row box
+        out = np.zeros((128, d))
+        for r in range(128):
+            g = row + r
+            if packed:
+                gg = row0 + g
+                assert gg < total, "read past the last row"
+                if gg >= 0: out[r] = M[gg]
+            else:
+                if 0 <= g < seqlen: out[r] = M[b * seqlen + g]
+        return out
+    m_blocks = (seqlen_q + BM - 1) // BM
+    for b in range(B):
+        sq = lens_q[b] if packed_q else seqlen_q
+        sk = lens_k[b] if packed_k else seqlen_k
+        q_row0 = cq[b] if packed_q else 0; k_row0 = ck[b] if packed_k else 0
+        for bx in range(m_blocks):
+            m0 = (m_blocks - 1 - bx) * BM
+            if m0 >= sq: continue
+            q_first = sq - BM if (packed_q and m0 + BM > sq) else m0
+            n_max = (sk + BN - 1) // BN
+            if causal:
+                lim = min(m0 + BM, sq) - 1 + sk - sq
+                n_max = 0 if lim < 0 else min(n_max, lim // BN + 1)
+            rmax = np.full(BM, -np.inf); rsum = np.zeros(BM); acc = np.zeros((BM, d))
+            if n_max > 0:
+                qt = load(Q, packed_q, q_row0, q_first, b, seqlen_q, Qrows)
+            for it in range(n_max):
+                n = n_max - 1 - it
+                kf = sk - BN if (packed_k and (n + 1) * BN > sk) else n * BN
+                kt = load(K, packed_k, k_row0, kf, b, seqlen_k, Krows); vt = load(V, packed_k, k_row0, kf, b, seqlen_k, Krows)
+                s = qt @ kt.T
+                masked = kf + BN > sk or kf < n * BN or (causal and kf + BN - 1 > q_first + sk - sq)
+                if masked:
+                    for r in range(BM):
+                        last = min(sk - 1, q_first + r + sk - sq) if causal else sk - 1
+                        for c in range(BN):
+                            key = kf + c
+                            if key < n * BN or key > last: s[r, c] = -np.inf
+                mx = s.max(axis=1)
+                mnew = np.maximum(rmax, mx * sl2)
+                muse = np.where(mnew == -np.inf, 0, mnew)
+                corr = np.exp2(rmax - muse); rmax = mnew
+                p = np.exp2(s * sl2 - muse[:, None])
+                rsum = rsum * corr + p.sum(axis=1)
+                acc = acc * corr[:, None] + p @ vt
+            for r in range(BM):
+                qq = q_first + r
+                if qq < m0 or qq >= sq: continue
+                l = rsum[r]
+                g = q_row0 + qq if packed_q else b * seqlen_q + qq
+                O[g] = acc[r] / l if l > 0 else 0
+                L[g] = (rmax[r] + np.log2(l)) * np.log(2) if l > 0 else -np.inf
+                writes[g] += 1
+    err = 0
+    for b in range(B):
+        sq = lens_q[b] if packed_q else seqlen_q
+        sk = lens_k[b] if packed_k else seqlen_k
+        qs = Q[cq[b]:cq[b] + sq] if packed_q else Q[b * seqlen_q:(b + 1) * seqlen_q]
+        ks = K[ck[b]:ck[b] + sk] if packed_k else K[b * seqlen_k:(b + 1) * seqlen_k]
+        vs = V[ck[b]:ck[b] + sk] if packed_k else V[b * seqlen_k:(b + 1) * seqlen_k]
+        o, lse = ref(qs, ks, vs, scale, causal)
+        g = np.arange(sq) + (cq[b] if packed_q else b * seqlen_q)
+        assert np.all(writes[g] == 1), "row written %s times" % set(writes[g])
+        err = max(err, np.abs(O[g] - o).max() if sq else 0)
+        fin = np.isfinite(lse)
+        assert np.all(np.isneginf(L[g][~fin])), "lse -inf"
+        if fin.any(): err = max(err, np.abs(L[g][fin] - lse[fin]).max())
+    return err
+
+cases = [([1], [1], 0, 0), ([17], [17], 0, 0), ([200], [333], 0, 0), ([333], [200], 0, 0), ([129], [127], 0, 0),
+         ([5, 130, 300], [5, 130, 300], 1, 1), ([17, 0, 129, 256], [300, 40, 0, 200], 1, 1),
+         ([100, 7, 250], [180, 180, 180], 1, 0), ([150, 150, 150], [1, 260, 129], 0, 1), ([64], [600], 0, 0),
+         ([3, 300], [260, 2], 1, 1)]
+for lq, lk, pq, pk in cases:
+    for causal in (0, 1):
+        e = run(lq, lk, pq, pk, causal)
+        print("q%s k%s packed %d%d causal %d: max err %.2e %s" % (lq, lk, pq, pk, causal, e, "OK" if e < 1e-9 else "BAD"))

@@ -1,0 +1,660 @@
+/* "hopper": a FlashAttention-3-style forward kernel for the H100 (sm_90a): wgmma for both
+ * GEMMs, TMA tile loads into 128-byte-swizzled shared memory under an mbarrier pipeline, warp
+ * specialisation with register reallocation (setmaxnreg), online softmax in float32 with exp2
+ * and log2(e) folded into the scale.
+ *
+ * One block of 384 threads computes BM = 128 query rows of one (batch, head): warpgroup 0 is
+ * the producer (one thread issues every TMA load; the warpgroup gives its registers away),
+ * warpgroups 1 and 2 are consumers of 64 rows each. The Q tile is loaded once; K and V tiles
+ * of BN = 128 keys flow through a ring of STAGES stages, each with a full barrier (TMA's
+ * transaction count) and an empty barrier (one arrival per consumer warp) for K and for V
+ * apart, so that S = Q.K^T can start before V has landed. Per KV tile a consumer issues
+ * S = Q.K^T (wgmma m64n128k16, A and B from shared memory, K-major), masks where the tile
+ * crosses the causal diagonal or the end of the keys, updates the running max and sum, rescales
+ * O and converts P to the input dtype in registers, and issues O += P.V (wgmma m64nDk16, A
+ * from registers, B = V from shared memory, MN-major). Tiles are walked from the last key
+ * tile down, so the masked ones come first.
+ *
+ * HOPPER_VERSION (NOTES.md): 1 runs each tile's two GEMMs and softmax in order; 2 overlaps
+ * the softmax of tile j with the P.V GEMM of tile j-1 inside each consumer warpgroup (S of
+ * tile j is issued together with P.V of j-1); 3 adds a ping-pong between the two consumer
+ * warpgroups (named barriers hand the tensor cores over: one issues its GEMMs while the other
+ * runs its softmax).
+ *
+ * Tails and variable lengths: a dense tensor is a 4-D tensor map (d, rows, heads, batch), so
+ * TMA writes zeros for rows past the sequence. Packed (varlen) tensors are one map over all
+ * rows; a tile that would run past its sequence's end is moved back to end there (rows before
+ * the tile's nominal start are then masked, for K, or not written, for Q and O), so that no
+ * load ever reaches past the last row of the last sequence, whose count the host never sees. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "attn_abi.h"
+#include "ptx.cuh"
+
+#ifndef HOPPER_VERSION
+#define HOPPER_VERSION 3
+#endif
+#if HOPPER_VERSION < 1 || HOPPER_VERSION > 3
+#error "HOPPER_VERSION must be 1, 2 or 3"
+#endif
+/* K/V ring depth per head dim (shared memory: see Config) */
+#ifndef HOPPER_STAGES_D64
+#define HOPPER_STAGES_D64 3
+#endif
+#ifndef HOPPER_STAGES_D128
+#define HOPPER_STAGES_D128 2
+#endif
+
+/* the version this object was built with (dev_test.cu prints it) */
+extern "C" const int hopper_build_version = HOPPER_VERSION;
+
+namespace {
+
+using namespace hopper_ptx;
+
+constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
+
+template <int D_>
+struct Config {
+    static constexpr int D = D_;
+    static constexpr int BM = 128, BN = 128; /* query rows per block, keys per KV tile */
+    static constexpr int CONSUMERS = 2;      /* warpgroups of 64 query rows */
+    static constexpr int THREADS = 128 * (1 + CONSUMERS);
+    static constexpr int STAGES = D == 64 ? HOPPER_STAGES_D64 : HOPPER_STAGES_D128;
+    /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
+     * the 128-byte swizzle takes) each, the panels of a tile back to back. */
+    static constexpr int PANEL_Q = BM * 128, PANEL_KV = BN * 128; /* bytes */
+    static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+    static constexpr int OFF_K = Q_BYTES;
+    static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
+    static constexpr int OFF_BAR = OFF_V + STAGES * KV_BYTES;
+    static constexpr int BARS = 1 + 4 * STAGES; /* Q full; K full, V full, K empty, V empty per stage */
+    /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
+    static constexpr int SMEM = OFF_BAR + 8 * BARS + 1024;
+    /* registers per thread: the producer warpgroup keeps 24, the consumers take 240 */
+    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+    /* live fragments of a consumer thread: O (D / 2 floats), S (BN / 2 floats), P (BN / 4
+     * registers of two dtype values) */
+    static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + BN / 4;
+
+    static_assert(D == 64 || D == 128, "head dims 64 and 128");
+    static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
+    static_assert(OFF_K % 1024 == 0 && KV_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 && PANEL_KV % 1024 == 0,
+                  "every panel starts on a 1024-byte swizzle pattern");
+    static_assert(PANEL_KV >> 4 < (1 << 14), "V's panel stride fits the descriptor's leading byte offset");
+    static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "register file: 64 K per SM");
+    static_assert(65536 / THREADS >= PRODUCER_REGS, "launch count (65536 / 384 = 170) covers the producer's");
+    static_assert(CONSUMER_FRAGMENT_REGS + 48 <= CONSUMER_REGS, "fragments + ~48 for addresses and softmax state");
+};
+
+/* What the kernel reads besides the tensor maps. */
+struct Args {
+    void *o;
+    float *lse;
+    const int32_t *cu_q, *cu_k;
+    int64_t o_batch_stride, o_head_stride, o_row_stride; /* elements */
+    int batch, heads, group, seqlen_q, seqlen_k, m_blocks;
+    /* which map dimension (1..3) holds the rows, the heads and the batch: 2 bits each */
+    uint32_t slots_q, slots_k, slots_v;
+    float scale_log2; /* softmax_scale * log2(e) */
+};
+
+/* One block's share of the problem. */
+struct Tile {
+    int h, hk, b;        /* query head, KV head, sequence */
+    int sq, sk;          /* this sequence's lengths */
+    int q_row0, k_row0;  /* packed: the sequence's first row in the map; else 0 */
+    int q_batch, k_batch; /* the map's batch coordinate: b, or 0 when packed */
+    int m0, q_first;     /* first row of the block; first row of its Q tile (m0 but at a moved tail) */
+    int n_max;           /* key tiles 0 .. n_max - 1 are visible to some row of the block */
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+template <int BN>
+__device__ __forceinline__ int key_first(const Args &a, const Tile &t, int n) {
+    /* packed K: the last tile ends at the sequence's last key, never past it */
+    return a.cu_k && (n + 1) * BN > t.sk ? t.sk - BN : n * BN;
+}
+
+/* the D / 64 panels of one tile: rows row .. row + 127 of (head, batch) */
+template <int D, int PANEL>
+__device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, uint32_t bar, uint32_t slots, int row,
+                                          int head, int batch) {
+    const int sr = slots & 3, sh = (slots >> 2) & 3;
+    const int c1 = sr == 1 ? row : sh == 1 ? head : batch;
+    const int c2 = sr == 2 ? row : sh == 2 ? head : batch;
+    const int c3 = sr == 3 ? row : sh == 3 ? head : batch;
+#pragma unroll
+    for (int p = 0; p < D / 64; ++p) tma_load_4d(dst + p * PANEL, map, bar, 64 * p, c1, c2, c3);
+}
+
+template <typename T> struct Pack;
+template <> struct Pack<__half> {
+    static __device__ __forceinline__ uint32_t run(float lo, float hi) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+template <> struct Pack<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t run(float lo, float hi) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+
+/* Barrier addresses: bars + 8 * index. */
+template <int STAGES>
+struct Bars {
+    uint32_t base;
+    __device__ __forceinline__ uint32_t q() const { return base; }
+    __device__ __forceinline__ uint32_t full_k(int s) const { return base + 8 * (1 + s); }
+    __device__ __forceinline__ uint32_t full_v(int s) const { return base + 8 * (1 + STAGES + s); }
+    __device__ __forceinline__ uint32_t empty_k(int s) const { return base + 8 * (1 + 2 * STAGES + s); }
+    __device__ __forceinline__ uint32_t empty_v(int s) const { return base + 8 * (1 + 3 * STAGES + s); }
+};
+
+/* Producer: one thread loads Q, then K and V of every visible tile, last tile first, each
+ * into the next stage of the ring once the consumers have released it. */
+template <int D>
+__device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorMap *tm_k, const CUtensorMap *tm_v,
+                                        const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
+                                        const Bars<Config<D>::STAGES> &bar) {
+    using C = Config<D>;
+    prefetch_tensormap(tm_q);
+    prefetch_tensormap(tm_k);
+    prefetch_tensormap(tm_v);
+    mbar_arrive_expect_tx(bar.q(), C::Q_BYTES);
+    load_tile<D, C::PANEL_Q>(sQ, tm_q, bar.q(), a.slots_q, t.q_row0 + t.q_first, t.h, t.q_batch);
+    for (int it = 0; it < t.n_max; ++it) {
+        const int n = t.n_max - 1 - it, s = it % C::STAGES;
+        const uint32_t phase = (it / C::STAGES) & 1;
+        const int row = t.k_row0 + key_first<C::BN>(a, t, n);
+        mbar_wait(bar.empty_k(s), phase ^ 1);
+        mbar_arrive_expect_tx(bar.full_k(s), C::KV_BYTES);
+        load_tile<D, C::PANEL_KV>(sK + s * C::KV_BYTES, tm_k, bar.full_k(s), a.slots_k, row, t.hk, t.k_batch);
+        mbar_wait(bar.empty_v(s), phase ^ 1);
+        mbar_arrive_expect_tx(bar.full_v(s), C::KV_BYTES);
+        load_tile<D, C::PANEL_KV>(sV + s * C::KV_BYTES, tm_v, bar.full_v(s), a.slots_v, row, t.hk, t.k_batch);
+    }
+}
+
+/* Consumer warpgroup cw (0 or 1): query rows 64 cw .. 64 cw + 63 of the block. Thread t of the
+ * warpgroup (warp w, lane l) holds rows 16 w + l / 4 and that + 8 of them, in every
+ * accumulator fragment: element 4 i + 2 r + j is (row 16 w + l / 4 + 8 r, column 8 i + 2 (l % 4)
+ * + j). */
+template <typename T, int D, bool CAUSAL>
+__device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
+                                        const Bars<Config<D>::STAGES> &bar) {
+    using C = Config<D>;
+    constexpr int BN = C::BN, STAGES = C::STAGES;
+    const int cw = threadIdx.x / 128 - 1;
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int q_row = t.q_first + 64 * cw + 16 * warp + lane / 4; /* this thread's first row (sequence index) */
+    const uint32_t q_base = sQ + cw * 64 * 128;                    /* this warpgroup's 64 rows of each Q panel */
+
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}; /* max: log2 domain, scaled */
+
+    /* S = Q.K^T of stage s: D / 16 k-steps; within a 128-byte swizzled row, k-step kk of a panel
+     * starts 32 kk bytes in (the hardware applies the swizzle to the address it forms) */
+    auto issue_qk = [&](float(&s)[BN / 2], int stage) {
+        const uint32_t k_base = sK + stage * C::KV_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const uint64_t da = make_desc(q_base + (kk / 4) * C::PANEL_Q + (kk % 4) * 32, 16, 1024);
+            const uint64_t db = make_desc(k_base + (kk / 4) * C::PANEL_KV + (kk % 4) * 32, 16, 1024);
+            Wgmma<T>::ss_n128(s, da, db, kk);
+        }
+    };
+    /* O += P.V of stage s: BN / 16 k-steps of 16 keys = 16 rows of 128 bytes; V is MN-major
+     * (d contiguous): the leading offset steps to the next 64-column panel */
+    auto issue_pv = [&](const uint32_t(&p)[BN / 16][4], int stage) {
+        const uint32_t v_base = sV + stage * C::KV_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            const uint64_t db = make_desc(v_base + kk * 16 * 128, C::PANEL_KV, 1024);
+            if constexpr (D == 128)
+                Wgmma<T>::rs_n128(o, p[kk], db);
+            else
+                Wgmma<T>::rs_n64(o, p[kk], db);
+        }
+    };
+    /* a stage's K or V is free once every consumer warp has arrived (after its wgmma wait) */
+    auto release = [&](uint32_t empty) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty);
+    };
+    /* key tile n needs a mask iff it reaches past the keys, starts before its nominal start (a
+     * moved packed tail) or crosses the causal diagonal of the block's first row */
+    auto needs_mask = [&](int n) {
+        const int kf = key_first<BN>(a, t, n);
+        return kf + BN > t.sk || kf < n * BN || (CAUSAL && kf + BN - 1 > t.q_first + t.sk - t.sq);
+    };
+    /* Mask (if asked), then the online softmax over tile n's scores: s becomes
+     * 2^(s scale_log2 - max), corr the factor that rescales O and the sums. A row that has seen
+     * no key yet keeps max -inf and subtracts 0 (not -inf: no inf - inf). */
+    auto softmax = [&](float(&s)[BN / 2], int n, bool masked, float(&corr)[2]) {
+        if (masked) {
+            const int kf = key_first<BN>(a, t, n), lo = n * BN;
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int last = CAUSAL ? min(t.sk - 1, q_row + 8 * r + t.sk - t.sq) : t.sk - 1;
+#pragma unroll
+                for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        const int key = kf + 8 * i + 2 * (lane % 4) + j;
+                        if (key < lo || key > last) s[4 * i + 2 * r + j] = -INFINITY;
+                    }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(row_max[r], mx * a.scale_log2);
+            const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+            corr[r] = exp2_approx(row_max[r] - m_use);
+            row_max[r] = m_new;
+            float sum = 0.0f;
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    float &x = s[4 * i + 2 * r + j];
+                    x = exp2_approx(fmaf(x, a.scale_log2, -m_use));
+                    sum += x;
+                }
+            row_sum[r] = row_sum[r] * corr[r] + sum;
+        }
+    };
+    auto rescale_o = [&](const float(&corr)[2]) {
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                o[4 * i + 2 * r] *= corr[r];
+                o[4 * i + 2 * r + 1] *= corr[r];
+            }
+    };
+    /* P in the dtype as wgmma's A fragments: k-step kk (keys 16 kk ..) is accumulator groups 2 kk
+     * and 2 kk + 1: {row, k 2(l%4)}, {row + 8, same}, {row, k + 8}, {row + 8, k + 8} */
+    auto pack_p = [&](uint32_t(&p)[BN / 16][4], const float(&s)[BN / 2]) {
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) p[kk][x] = Pack<T>::run(s[8 * kk + 2 * x], s[8 * kk + 2 * x + 1]);
+    };
+
+    if (t.n_max > 0) {
+        mbar_wait(bar.q(), 0);
+        float s[BN / 2];
+        uint32_t p[BN / 16][4];
+        float corr[2];
+#if HOPPER_VERSION == 1
+        for (int it = 0; it < t.n_max; ++it) {
+            const int n = t.n_max - 1 - it, st = it % STAGES;
+            const uint32_t phase = (it / STAGES) & 1;
+            mbar_wait(bar.full_k(st), phase);
+            wgmma_fence();
+            issue_qk(s, st);
+            wgmma_commit();
+            wgmma_wait<0>();
+            pin(s);
+            release(bar.empty_k(st));
+            softmax(s, n, needs_mask(n), corr);
+            rescale_o(corr);
+            pack_p(p, s);
+            mbar_wait(bar.full_v(st), phase);
+            wgmma_fence();
+            issue_pv(p, st);
+            wgmma_commit();
+            wgmma_wait<0>();
+            pin(o);
+            release(bar.empty_v(st));
+        }
+#else
+        /* Version 2: S of tile it is issued with P.V of tile it - 1, and its softmax runs while
+         * that P.V is on the tensor cores. Version 3: besides, the two consumer warpgroups take
+         * turns to issue (named barriers 1 and 2, 256 threads: one waits, the other arrives),
+         * so one's GEMMs run during the other's softmax. Each warpgroup has n_max + 1 turns;
+         * warpgroup 1 opens the first for warpgroup 0 and skips its own last hand-over, so
+         * that every barrier's arrivals match its waits. */
+        constexpr bool PINGPONG = HOPPER_VERSION >= 3;
+        auto take_turn = [&]() {
+            if (PINGPONG) named_bar_sync(1 + cw, 256);
+        };
+        auto pass_turn = [&](bool last) {
+            if (PINGPONG && !(cw == 1 && last)) named_bar_arrive(2 - cw, 256);
+        };
+        if (PINGPONG && cw == 1) named_bar_arrive(1, 256);
+
+        mbar_wait(bar.full_k(0), 0);
+        take_turn();
+        wgmma_fence();
+        issue_qk(s, 0);
+        wgmma_commit();
+        pass_turn(false);
+        wgmma_wait<0>();
+        pin(s);
+        release(bar.empty_k(0));
+        softmax(s, t.n_max - 1, needs_mask(t.n_max - 1), corr); /* O is 0: no rescale */
+        pack_p(p, s);
+        for (int it = 1; it < t.n_max; ++it) {
+            const int n = t.n_max - 1 - it, st = it % STAGES, prev = (it - 1) % STAGES;
+            const uint32_t phase = (it / STAGES) & 1, prev_phase = ((it - 1) / STAGES) & 1;
+            mbar_wait(bar.full_k(st), phase);
+            mbar_wait(bar.full_v(prev), prev_phase);
+            take_turn();
+            wgmma_fence();
+            issue_qk(s, st);
+            wgmma_commit();
+            issue_pv(p, prev);
+            wgmma_commit();
+            pass_turn(false);
+            wgmma_wait<1>(); /* S done; P.V may still run */
+            pin(s);
+            release(bar.empty_k(st));
+            softmax(s, n, needs_mask(n), corr);
+            wgmma_wait<0>();
+            pin(o);
+            release(bar.empty_v(prev));
+            rescale_o(corr);
+            pack_p(p, s);
+        }
+        const int last = (t.n_max - 1) % STAGES;
+        mbar_wait(bar.full_v(last), ((t.n_max - 1) / STAGES) & 1);
+        take_turn();
+        wgmma_fence();
+        issue_pv(p, last);
+        wgmma_commit();
+        pass_turn(true);
+        wgmma_wait<0>();
+        pin(o);
+        release(bar.empty_v(last));
+#endif
+    }
+
+    /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 (max + log2 l); rows of a
+     * moved packed tile before m0 belong to the previous block, rows past the end to none */
+    const int64_t total_q = a.cu_q ? (int64_t)a.cu_q[a.batch] : 0;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float l = row_sum[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
+        const int q = q_row + 8 * r;
+        if (q < t.m0 || q >= t.sq) continue;
+        const int64_t row = a.cu_q ? (int64_t)(t.q_row0 + q) * a.o_row_stride
+                                   : (int64_t)t.b * a.o_batch_stride + (int64_t)q * a.o_row_stride;
+        T *orow = static_cast<T *>(a.o) + row + (int64_t)t.h * a.o_head_stride + 2 * (lane % 4);
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+            *reinterpret_cast<uint32_t *>(orow + 8 * i) = Pack<T>::run(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        if (a.lse && lane % 4 == 0) {
+            const int64_t idx = a.cu_q ? (int64_t)t.h * total_q + t.q_row0 + q
+                                       : ((int64_t)t.b * a.heads + t.h) * a.seqlen_q + q;
+            a.lse[idx] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
+        }
+    }
+}
+
+#endif /* sm_90a */
+
+template <typename T, int D, bool CAUSAL>
+__global__ void __launch_bounds__(Config<D>::THREADS, 1)
+    hopper_fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                      const __grid_constant__ CUtensorMap tm_v, const Args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using C = Config<D>;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const Bars<C::STAGES> bar{smem + C::OFF_BAR};
+
+    /* heaviest row blocks first (causal: the last rows see the most keys) */
+    Tile t;
+    t.h = blockIdx.y, t.b = blockIdx.z, t.hk = t.h / a.group;
+    t.sq = a.seqlen_q, t.sk = a.seqlen_k, t.q_row0 = 0, t.k_row0 = 0, t.q_batch = t.b, t.k_batch = t.b;
+    if (a.cu_q) t.q_row0 = a.cu_q[t.b], t.sq = a.cu_q[t.b + 1] - t.q_row0, t.q_batch = 0;
+    if (a.cu_k) t.k_row0 = a.cu_k[t.b], t.sk = a.cu_k[t.b + 1] - t.k_row0, t.k_batch = 0;
+    t.m0 = (a.m_blocks - 1 - (int)blockIdx.x) * C::BM;
+    if (t.m0 >= t.sq) return; /* a shorter packed sequence: the whole block leaves */
+    t.q_first = a.cu_q && t.m0 + C::BM > t.sq ? t.sq - C::BM : t.m0;
+    t.n_max = (t.sk + C::BN - 1) / C::BN;
+    if (CAUSAL) { /* the block's last row sees keys up to last + sk - sq */
+        const int lim = min(t.m0 + C::BM, t.sq) - 1 + t.sk - t.sq;
+        t.n_max = lim < 0 ? 0 : min(t.n_max, lim / C::BN + 1);
+    }
+
+    if (threadIdx.x == 0) {
+        mbar_init(bar.q(), 1);
+        for (int s = 0; s < C::STAGES; ++s) {
+            mbar_init(bar.full_k(s), 1);
+            mbar_init(bar.full_v(s), 1);
+            mbar_init(bar.empty_k(s), 4 * C::CONSUMERS);
+            mbar_init(bar.empty_v(s), 4 * C::CONSUMERS);
+        }
+        fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (threadIdx.x < 128) {
+        setmaxnreg_dec<C::PRODUCER_REGS>();
+        if (threadIdx.x == 0 && t.n_max > 0)
+            produce<D>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar);
+    } else {
+        setmaxnreg_inc<C::CONSUMER_REGS>();
+        consume<T, D, CAUSAL>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar);
+    }
+#endif
+}
+
+/* ---- host ---- */
+
+/* cuTensorMapEncodeTiled from the driver, looked up once (the project does not link libcuda) */
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+    static std::atomic<void *> fn{nullptr};
+    void *f = fn.load(std::memory_order_acquire);
+    if (!f) {
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+                cudaSuccess ||
+            found != cudaDriverEntryPointSuccess || !f)
+            return nullptr;
+        fn.store(f, std::memory_order_release);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+}
+
+/* 1 on compute capability 9.x, 0 on others, -1 on an error; cached per device (a bit each in
+ * `known` and `yes`; past 64 devices, asked every call) */
+int device_is_sm90(int dev) {
+    static std::atomic<unsigned long long> known{0}, yes{0};
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (known.load(std::memory_order_acquire) & bit) return (yes.load(std::memory_order_relaxed) & bit) != 0;
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return -1;
+    if (major == 9) yes.fetch_or(bit, std::memory_order_relaxed);
+    known.fetch_or(bit, std::memory_order_release);
+    return major == 9;
+}
+
+/* A 4-D tensor map of 16-bit elements over (d, rows, heads, batch), the element (c, i, h, b) at
+ * ptr + i rs + h hs + b bs: box 64 columns x 128 rows, 128-byte swizzle, zeros out of bounds. The
+ * three outer dimensions go in increasing stride order (TMA's strides describe nested
+ * dimensions), a dimension of size 1 last with a stride that nests; *slots says where each
+ * went. ATTN_UNSUPPORTED for a layout TMA cannot address. */
+int make_map(CUtensorMap *map, attn_dtype dtype, const void *ptr, int d, uint64_t rows, uint64_t heads,
+             uint64_t batch, int64_t rs, int64_t hs, int64_t bs, uint32_t *slots) {
+    PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+    if (!encode) return kErr;
+    struct Dim {
+        uint64_t n;
+        int64_t stride; /* bytes; -1 until placed (size 1) */
+        int kind;       /* 0 rows, 1 heads, 2 batch */
+    } dim[3] = {{rows, rs * 2, 0}, {heads, hs * 2, 1}, {batch, bs * 2, 2}};
+    const int64_t kMax = (int64_t)1 << 40;
+    for (Dim &x : dim) {
+        if (x.n < 1 || x.n > (1ull << 31)) return ATTN_UNSUPPORTED; /* coordinates are int32 */
+        if (x.n == 1)
+            x.stride = -1;
+        else if (x.stride <= 0 || x.stride % 16 != 0 || x.stride >= kMax)
+            return ATTN_UNSUPPORTED;
+    }
+    auto key = [](const Dim &x) { return x.stride < 0 ? INT64_MAX : x.stride; };
+    for (int i = 1; i < 3; ++i) /* insertion sort by stride, size-1 dimensions last */
+        for (int j = i; j > 0 && key(dim[j]) < key(dim[j - 1]); --j) {
+            const Dim tmp = dim[j];
+            dim[j] = dim[j - 1];
+            dim[j - 1] = tmp;
+        }
+    int64_t span = (int64_t)d * 2; /* bytes spanned by the dimensions placed so far */
+    for (Dim &x : dim) {
+        if (x.stride < 0) x.stride = (span + 15) / 16 * 16;
+        if (x.stride >= kMax) x.stride = kMax - 16;
+        const int64_t s = x.stride * (int64_t)x.n;
+        span = s > span && s / (int64_t)x.n == x.stride ? s : span;
+    }
+    const cuuint64_t gdim[4] = {(cuuint64_t)d, dim[0].n, dim[1].n, dim[2].n};
+    const cuuint64_t gstride[3] = {(cuuint64_t)dim[0].stride, (cuuint64_t)dim[1].stride, (cuuint64_t)dim[2].stride};
+    /* the box: 64 columns x 128 rows, one head, one batch, wherever the rows went */
+    const cuuint32_t box[4] = {64, dim[0].kind == 0 ? 128u : 1u, dim[1].kind == 0 ? 128u : 1u,
+                               dim[2].kind == 0 ? 128u : 1u};
+    const cuuint32_t estride[4] = {1, 1, 1, 1};
+    const CUresult rc =
+        encode(map, dtype == ATTN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+               const_cast<void *>(ptr), gdim, gstride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (rc != CUDA_SUCCESS) return ATTN_UNSUPPORTED;
+    *slots = 0;
+    for (int i = 0; i < 3; ++i) *slots |= (uint32_t)(i + 1) << (2 * dim[i].kind);
+    return ATTN_OK;
+}
+
+template <typename T, int D, bool CAUSAL>
+int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
+           cudaStream_t stream) {
+    using C = Config<D>;
+    auto kernel = hopper_fwd_kernel<T, D, CAUSAL>;
+    /* once per instantiation and device: the kernel must have sm_90a code (a build without it
+     * has an empty body), and its shared-memory limit is raised (a property of the function in
+     * that device's context) */
+    static std::atomic<unsigned long long> ready{0};
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (!(ready.load(std::memory_order_acquire) & bit)) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) return kErr;
+        if (fa.binaryVersion < 90 || fa.binaryVersion >= 100) return ATTN_UNSUPPORTED;
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) != cudaSuccess)
+            return kErr;
+        ready.fetch_or(bit, std::memory_order_release);
+    }
+    const dim3 grid(a.m_blocks, a.heads, a.batch);
+    kernel<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, a);
+    return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+}
+
+template <typename T, int D>
+int dispatch(const Args &a, bool causal, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
+             cudaStream_t stream) {
+    return causal ? launch<T, D, true>(a, mq, mk, mv, dev, stream) : launch<T, D, false>(a, mq, mk, mv, dev, stream);
+}
+
+bool aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
+
+int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
+    if (!p) return kErr;
+    if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
+    if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
+    if (p->head_dim_v != 0 && p->head_dim_v != p->head_dim) return ATTN_UNSUPPORTED;
+    if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
+    if (!p->q || !p->k || !p->v || !p->o) return kErr;
+    if (p->block_table || p->seqused_k) return ATTN_UNSUPPORTED;
+    if (p->softcap != 0.0f) return ATTN_UNSUPPORTED;
+    /* the row max is taken before scaling: a positive scale keeps it the max */
+    if (!(p->softmax_scale > 0.0f) || isinf(p->softmax_scale)) return ATTN_UNSUPPORTED;
+    const int heads_k = p->heads_k == 0 ? p->heads : p->heads_k; /* 0: off */
+    if (heads_k < 1 || p->heads % heads_k != 0) return kErr;
+    /* Windows (as capability.c and flash2 read them): a bound that no (row, key) pair reaches
+     * is none (d = j - (i + S_k - S_q) lies in [1 - S_k, S_q - 1]; seqlen_q and seqlen_k bound
+     * every packed sequence's lengths); what is left must be causal's window_right 0 alone. */
+    int wl = p->window_left, wr = p->causal ? 0 : p->window_right;
+    if (wl < 0 || wl >= p->seqlen_k - 1) wl = -1;
+    if (wr < 0 || wr >= p->seqlen_q - 1) wr = -1;
+    if (wl >= 0 || wr > 0) return ATTN_UNSUPPORTED;
+    const bool causal = wr == 0;
+    if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
+
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return kErr;
+    const int sm90 = device_is_sm90(dev);
+    if (sm90 < 0) return kErr;
+    if (!sm90) return ATTN_UNSUPPORTED;
+
+    /* TMA: 16-byte aligned bases, strides in multiples of 16 bytes (make_map); O's rows are
+     * written 4 bytes at a time, held to the same alignment */
+    const bool packed_q = p->cu_seqlens_q != nullptr, packed_k = p->cu_seqlens_k != nullptr;
+    if (!aligned16(p->q) || !aligned16(p->k) || !aligned16(p->v) || !aligned16(p->o)) return ATTN_UNSUPPORTED;
+    if (p->o_row_stride % 8 != 0 || p->o_head_stride % 8 != 0 || (!packed_q && p->o_batch_stride % 8 != 0))
+        return ATTN_UNSUPPORTED;
+    const int d = p->head_dim;
+    /* packed: one map over every sequence's rows (at most batch x the longest); the batch
+     * dimension is 1 */
+    const uint64_t rows_q = packed_q ? (uint64_t)p->batch * p->seqlen_q : (uint64_t)p->seqlen_q;
+    const uint64_t rows_k = packed_k ? (uint64_t)p->batch * p->seqlen_k : (uint64_t)p->seqlen_k;
+    const uint64_t batch_q = packed_q ? 1 : (uint64_t)p->batch, batch_k = packed_k ? 1 : (uint64_t)p->batch;
+    if (rows_q >= (1ull << 31) - 256 || rows_k >= (1ull << 31) - 256) return ATTN_UNSUPPORTED;
+
+    Args a;
+    CUtensorMap mq, mk, mv;
+    int rc = make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
+                      p->q_batch_stride, &a.slots_q);
+    if (rc == ATTN_OK)
+        rc = make_map(&mk, p->dtype, p->k, d, rows_k, heads_k, batch_k, p->k_row_stride, p->k_head_stride,
+                      p->k_batch_stride, &a.slots_k);
+    if (rc == ATTN_OK)
+        rc = make_map(&mv, p->dtype, p->v, d, rows_k, heads_k, batch_k, p->v_row_stride, p->v_head_stride,
+                      p->v_batch_stride, &a.slots_v);
+    if (rc != ATTN_OK) return rc;
+
+    a.o = p->o;
+    a.lse = p->lse;
+    a.cu_q = p->cu_seqlens_q;
+    a.cu_k = p->cu_seqlens_k;
+    a.o_batch_stride = p->o_batch_stride, a.o_head_stride = p->o_head_stride, a.o_row_stride = p->o_row_stride;
+    a.batch = p->batch, a.heads = p->heads, a.group = p->heads / heads_k;
+    a.seqlen_q = p->seqlen_q, a.seqlen_k = p->seqlen_k;
+    a.m_blocks = (p->seqlen_q + Config<64>::BM - 1) / Config<64>::BM;
+    a.scale_log2 = p->softmax_scale * 1.4426950408889634f;
+
+    if (p->dtype == ATTN_BF16)
+        return d == 64 ? dispatch<__nv_bfloat16, 64>(a, causal, mq, mk, mv, dev, stream)
+                       : dispatch<__nv_bfloat16, 128>(a, causal, mq, mk, mv, dev, stream);
+    return d == 64 ? dispatch<__half, 64>(a, causal, mq, mk, mv, dev, stream)
+                   : dispatch<__half, 128>(a, causal, mq, mk, mv, dev, stream);
+}
+
+constexpr int kHeadDims[] = {64, 128, 0};
+
+} // namespace
+
+extern "C" const attn_kernel attn_kernel_hopper = {
+    "hopper", hopper_fwd, ATTN_CAP_GQA | ATTN_CAP_VARLEN,
+    0,         /* fp16 and bf16 */
+    kHeadDims, /* 64, 128 */
+};
