@@ -711,12 +711,13 @@ static int write_tuned(const char *slug, const attn_run_stamp *st, const char *r
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *out = fopen(tmp, "w");
     if (!out) return snprintf(err, errlen, "%.900s: cannot be written", tmp), 1;
-    fprintf(out, "# Tuned configurations on %s: one line per shape class of the benchmark matrix whose\n"
-                 "# winner's time beat the default's by %.0f %% or more (95 %% CIs, timed interleaved), read by\n"
-                 "# cmake/tuned.cmake. Written by attn_tune (suites/tune.c) on %s, commit %s%s;\n"
-                 "# %s's search: %s. Other kernels' lines are kept as they were.\n"
+    const char *base = strrchr(results_file, '/');
+    fprintf(out, "# Tuned configurations on %s: one line per shape class of the benchmark matrix\n"
+                 "# whose winner's time beat the default's by %.0f %% or more (95 %% CIs, timed interleaved);\n"
+                 "# read by cmake/tuned.cmake. Written by attn_tune (suites/tune.c) on %s, commit %s%s;\n"
+                 "# %s's search: results/%s/tune/%s. Other kernels' lines are kept as they were.\n"
                  "gpu %s\n", prop.name, 100 * ACCEPT_MARGIN, st->stamp, st->commit, st->dirty ? " (dirty)" : "",
-            A.kernel_name, results_file, prop.name);
+            A.kernel_name, slug, base ? base + 1 : results_file, prop.name);
     FILE *in = fopen(path, "r");
     size_t klen = strlen(A.kernel_name);
     if (in) { /* keep other kernels' lines and comments about them */
