@@ -685,6 +685,13 @@ static json_t *group_json(int gi) {
         const char *verdict = c->state == ST_PASSED ? "passed" : c->state == ST_UNSEEN ? "not_run" : c->gate;
         json_object_set_new(counts, verdict, json_integer(json_integer_value(json_object_get(counts, verdict)) + 1));
         json_t *o = json_pack("{s:o, s:s}", "config", config_json(i), "verdict", verdict);
+        int v[ATTN_TUNE_MAX_TUNABLES];
+        attn_config_facts f;
+        config_values(i, v);
+        if (T->facts(v, g->dtype, g->d, &f) == ATTN_OK) /* what the gates judged, beside ptxas's count */
+            json_object_set_new(o, "needs", json_pack("{s:i, s:i, s:i, s:i}", "threads", f.threads, "shared_bytes",
+                                                      f.shared_bytes, "regs_estimate", f.regs_estimate, "min_blocks",
+                                                      f.min_blocks));
         if (c->detail[0]) json_object_set_new(o, "detail", json_string(c->detail));
         if (c->regs >= 0 && c->state != ST_UNSEEN) json_object_set_new(o, "registers", json_integer(c->regs));
         if (c->spill >= 0 && c->state != ST_UNSEEN) json_object_set_new(o, "spill_bytes", json_integer(c->spill));
