@@ -8,7 +8,7 @@
 # <kernel>'s lines, the values in the order of the tunables given (each must appear once).
 # A malformed line stops the configure step with "<file>:<line>: <what was expected>"; other
 # kernels' lines are checked too, then skipped.
-include(${CMAKE_CURRENT_LIST_DIR}/shapes.cmake) # _attn_fatal, _attn_shapes_error
+include(${CMAKE_CURRENT_LIST_DIR}/shapes.cmake) # _attn_file_lines, _attn_shapes_error
 
 function(attn_read_tuned dir kernel tunables out)
   if(CMAKE_SCRIPT_MODE_FILE) # cmake -P (the unit tests)
@@ -19,11 +19,7 @@ function(attn_read_tuned dir kernel tunables out)
   endif()
   set(result "")
   foreach(file IN LISTS files)
-    file(READ "${file}" content)
-    string(REPLACE ";" "<semicolon>" content "${content}")
-    string(REPLACE "[" "<bracket>" content "${content}")
-    string(REPLACE "]" "<bracket>" content "${content}")
-    string(REPLACE "\n" ";" lines "${content}")
+    _attn_file_lines("${file}" lines)
     set(lineno 0)
     set(gpu "")
     foreach(raw IN LISTS lines)
