@@ -56,7 +56,8 @@ TEST_TYPES = {
     **{"baselines.cudnn.timing." + k: t for k, t in TIMING.items()},
     "workload": STR, "heads_k": INT, "page_size": INT, "window": LIST, "sequences": LIST,
     "thresholds": OBJ, "launches": OBJ, "launches.available": BOOL, "launches.count": INT,
-    "launches.each": LIST, "verdict": STR, "reason": STR, "phases_s": OBJ, "phases_s.*": NUM,
+    "launches.each": LIST, "config": OBJ, "config.tuned": BOOL, "verdict": STR, "reason": STR,
+    "phases_s": OBJ, "phases_s.*": NUM,
 }
 # a cuDNN baseline that ran has its speedup ({"available": true, ..., "speedup": ...})
 CUDNN_RAN = ("baselines.cudnn.available", "baselines.cudnn.speedup")
