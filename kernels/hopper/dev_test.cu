@@ -327,6 +327,14 @@ static Result run_case(const Case &c, int d, attn_dtype dt, bool causal, cudaStr
     return res;
 }
 
+/* 40 packed sequence lengths with empty ones, the pattern rotated by r */
+static std::vector<int> lens40(int r) {
+    static const int pat[10] = {0, 1, 130, 300, 17, 0, 256, 129, 5, 200};
+    std::vector<int> v;
+    for (int i = 0; i < 40; ++i) v.push_back(pat[(i + r) % 10]);
+    return v;
+}
+
 static int correctness() {
     std::vector<Case> cases = {
         {"1x1 q1 k1", 1, 1, 1, 1, 1, BHSD, {}, {}, 1},
@@ -346,6 +354,14 @@ static int correctness() {
         {"varlen q{17,0,129,256} k{300,40,0,200}", 0, 2, 1, 0, 0, BSHD, {17, 0, 129, 256}, {300, 40, 0, 200}, 1},
         {"varlen q{100,7,250} k dense 180", 0, 2, 2, 0, 180, BSHD, {100, 7, 250}, {}, 1},
         {"varlen q dense 150 k{1,260,129}", 0, 4, 2, 150, 0, BSHD, {}, {1, 260, 129}, 1},
+        /* key tails of 1 and 191 keys past a 192-key tile (versions 4+ at d64) */
+        {"1x2 q385 k385", 1, 2, 2, 385, 385, BHSD, {}, {}, 1},
+        {"1x1 q100 k577 bshd", 1, 1, 1, 100, 577, BSHD, {}, {}, 1},
+        {"1x1 q577 k100 bshd", 1, 1, 1, 577, 100, BSHD, {}, {}, 1},
+        /* persistent versions: more work units than SMs (several per block, odd row-block
+         * count: the causal middle block alone), and packed sequences with empty ones */
+        {"persist 4x40 q260 k260 bshd", 4, 40, 40, 260, 260, BSHD, {}, {}, 1},
+        {"persist varlen 40 seqs gqa 4/2", 0, 4, 2, 0, 0, BSHD, lens40(0), lens40(3), 1},
     };
     cudaStream_t stream;
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -3,7 +3,8 @@
 # the online softmax with its -inf rules, and which rows the epilogue writes (each exactly once),
 # against a float64 reference. Run: python3 kernels/hopper/emulate.py (numpy; ~1 minute).
 import numpy as np
-BM = BN = 128
+BM = 128
+BN = 128  # keys per tile: 128, 176 or 192 (versions 4+), set by the loop at the end
 def ref(q, k, v, scale, causal):
     sq, sk = q.shape[0], k.shape[0]
     o = np.zeros((sq, q.shape[1])); lse = np.full(sq, -np.inf)
@@ -26,9 +27,9 @@ def run(lens_q, lens_k, packed_q, packed_k, causal, d=16, seed=0):
     Q = rng.standard_normal((Qrows, d)); K = rng.standard_normal((Krows, d)); V = rng.standard_normal((Krows, d))
     scale = 1 / np.sqrt(d) * 3; sl2 = scale * np.log2(np.e)
     O = np.full((Qrows, d), np.nan); L = np.full(Qrows, np.nan); writes = np.zeros(Qrows, int)
-    def load(M, packed, row0, row, b, seqlen, total):  # one 128-row box
-        out = np.zeros((128, d))
-        for r in range(128):
+    def load(M, packed, row0, row, b, seqlen, total, rows):  # one box of `rows` rows
+        out = np.zeros((rows, d))
+        for r in range(rows):
             g = row + r
             if packed:
                 gg = row0 + g
@@ -52,11 +53,11 @@ def run(lens_q, lens_k, packed_q, packed_k, causal, d=16, seed=0):
                 n_max = 0 if lim < 0 else min(n_max, lim // BN + 1)
             rmax = np.full(BM, -np.inf); rsum = np.zeros(BM); acc = np.zeros((BM, d))
             if n_max > 0:
-                qt = load(Q, packed_q, q_row0, q_first, b, seqlen_q, Qrows)
+                qt = load(Q, packed_q, q_row0, q_first, b, seqlen_q, Qrows, BM)
             for it in range(n_max):
                 n = n_max - 1 - it
                 kf = sk - BN if (packed_k and (n + 1) * BN > sk) else n * BN
-                kt = load(K, packed_k, k_row0, kf, b, seqlen_k, Krows); vt = load(V, packed_k, k_row0, kf, b, seqlen_k, Krows)
+                kt = load(K, packed_k, k_row0, kf, b, seqlen_k, Krows, BN); vt = load(V, packed_k, k_row0, kf, b, seqlen_k, Krows, BN)
                 s = qt @ kt.T
                 masked = kf + BN > sk or kf < n * BN or (causal and kf + BN - 1 > q_first + sk - sq)
                 if masked:
@@ -100,7 +101,36 @@ cases = [([1], [1], 0, 0), ([17], [17], 0, 0), ([200], [333], 0, 0), ([333], [20
          ([5, 130, 300], [5, 130, 300], 1, 1), ([17, 0, 129, 256], [300, 40, 0, 200], 1, 1),
          ([100, 7, 250], [180, 180, 180], 1, 0), ([150, 150, 150], [1, 260, 129], 0, 1), ([64], [600], 0, 0),
          ([3, 300], [260, 2], 1, 1)]
-for lq, lk, pq, pk in cases:
-    for causal in (0, 1):
-        e = run(lq, lk, pq, pk, causal)
-        print("q%s k%s packed %d%d causal %d: max err %.2e %s" % (lq, lk, pq, pk, causal, e, "OK" if e < 1e-9 else "BAD"))
+cases += [([385], [385], 0, 0), ([100], [577], 0, 0), ([577], [100], 0, 0), ([3, 400, 0, 190], [200, 1, 385, 193], 1, 1)]
+for BN in (128, 176, 192):
+    for lq, lk, pq, pk in cases:
+        for causal in (0, 1):
+            e = run(lq, lk, pq, pk, causal)
+            print("BN %d q%s k%s packed %d%d causal %d: max err %.2e %s" % (BN, lq, lk, pq, pk, causal, e, "OK" if e < 1e-9 else "BAD"))
+
+# the persistent versions' scheduler (hopper.cu unit_tile): every (row block, head, sequence) exactly
+# once over the units, and the blocks' round-robin over them
+def unit_tile(M, H, u, k, causal):
+    if not causal:
+        if k: return None
+        mb, bh = M - 1 - u % M, u // M
+    else:
+        P = (M + 1) // 2; pi = u % P
+        if k and pi == M - 1 - pi: return None
+        mb, bh = (pi if k else M - 1 - pi), u // P
+    return mb, bh % H, bh // H
+for M in range(1, 20):
+    for H in (1, 3, 16):
+        for B in (1, 2, 5):
+            for causal in (0, 1):
+                units = ((M + 1) // 2 if causal else M) * H * B
+                seen = {}
+                for grid in (1, 7, 132):
+                    seen = {}
+                    for blk in range(min(grid, units)):
+                        for u in range(blk, units, min(grid, units)):
+                            for k in (0, 1):
+                                t = unit_tile(M, H, u, k, causal)
+                                if t: seen[t] = seen.get(t, 0) + 1
+                    assert len(seen) == M * H * B and set(seen.values()) == {1}, (M, H, B, causal, grid)
+print("scheduler: every tile exactly once (M 1..19, H 1/3/16, B 1/2/5, grids 1/7/132)")

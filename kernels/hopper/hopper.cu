@@ -19,7 +19,8 @@
  * the softmax of tile j with the P.V GEMM of tile j-1 inside each consumer warpgroup (S of
  * tile j is issued together with P.V of j-1); 3 adds a ping-pong between the two consumer
  * warpgroups (named barriers hand the tensor cores over: one issues its GEMMs while the other
- * runs its softmax).
+ * runs its softmax); 4 widens the full-mask key tiles (BN 192 at d64, 176 at d128), 5 makes 4
+ * persistent (one block per SM looping over tiles), 6 is 5 without the ping-pong.
  *
  * Tails and variable lengths: a dense tensor is a 4-D tensor map (d, rows, heads, batch), so
  * TMA writes zeros for rows past the sequence. Packed (varlen) tensors are one map over all
@@ -42,8 +43,32 @@
 #ifndef HOPPER_VERSION
 #define HOPPER_VERSION 3
 #endif
-#if HOPPER_VERSION < 1 || HOPPER_VERSION > 3
-#error "HOPPER_VERSION must be 1, 2 or 3"
+#if HOPPER_VERSION < 1 || HOPPER_VERSION > 6
+#error "HOPPER_VERSION must be 1 .. 6"
+#endif
+/* What each version turns on (NOTES.md):
+ *   1: in-order tile loop; 2: + intra-warpgroup overlap (S(j) with P.V(j-1));
+ *   3: + ping-pong between the two consumer warpgroups;
+ *   4: 3 with wider key tiles (BN = 192 at d64; HOPPER_BN_D128, default 128, at d128);
+ *   5: 4 made persistent (grid = SMs, a static tile scheduler; causal row blocks paired
+ *      heaviest with lightest, Q reloaded under the previous tile's last GEMM and epilogue);
+ *   6: 5 without the ping-pong (intra-warpgroup overlap only, as 2). */
+#define HOPPER_OVERLAP (HOPPER_VERSION >= 2)
+#define HOPPER_PINGPONG (HOPPER_VERSION >= 3 && HOPPER_VERSION <= 5)
+#define HOPPER_PERSISTENT (HOPPER_VERSION >= 5)
+/* keys per KV tile, per head dim, full mask and causal (versions 4+: FlashAttention-3's choices
+ * for BN; a causal block's diagonal wastes more of a wide tile, so causal keeps 128) */
+#ifndef HOPPER_BN_D64
+#define HOPPER_BN_D64 (HOPPER_VERSION >= 4 ? 192 : 128)
+#endif
+#ifndef HOPPER_BN_D64_CAUSAL
+#define HOPPER_BN_D64_CAUSAL 128
+#endif
+#ifndef HOPPER_BN_D128
+#define HOPPER_BN_D128 (HOPPER_VERSION >= 4 ? 176 : 128)
+#endif
+#ifndef HOPPER_BN_D128_CAUSAL
+#define HOPPER_BN_D128_CAUSAL 128
 #endif
 /* K/V ring depth per head dim (shared memory: see Config) */
 #ifndef HOPPER_STAGES_D64
@@ -62,10 +87,12 @@ using namespace hopper_ptx;
 
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
-template <int D_>
+template <int D_, bool CAUSAL_>
 struct Config {
     static constexpr int D = D_;
-    static constexpr int BM = 128, BN = 128; /* query rows per block, keys per KV tile */
+    static constexpr int BM = 128;                                 /* query rows per block (tile) */
+    static constexpr int BN = D == 64 ? (CAUSAL_ ? HOPPER_BN_D64_CAUSAL : HOPPER_BN_D64)
+                                      : (CAUSAL_ ? HOPPER_BN_D128_CAUSAL : HOPPER_BN_D128); /* keys per KV tile */
     static constexpr int CONSUMERS = 2;      /* warpgroups of 64 query rows */
     static constexpr int THREADS = 128 * (1 + CONSUMERS);
     static constexpr int STAGES = D == 64 ? HOPPER_STAGES_D64 : HOPPER_STAGES_D128;
@@ -76,7 +103,8 @@ struct Config {
     static constexpr int OFF_K = Q_BYTES;
     static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
     static constexpr int OFF_BAR = OFF_V + STAGES * KV_BYTES;
-    static constexpr int BARS = 1 + 4 * STAGES; /* Q full; K full, V full, K empty, V empty per stage */
+    /* Q full; K full, V full, K empty, V empty per stage; Q empty (persistent) */
+    static constexpr int BARS = 2 + 4 * STAGES;
     /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
     static constexpr int SMEM = OFF_BAR + 8 * BARS + 1024;
     /* registers per thread: the producer warpgroup keeps 24, the consumers take 240 */
@@ -86,13 +114,14 @@ struct Config {
     static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + BN / 4;
 
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
+    static_assert(BN == 128 || BN == 176 || BN == 192, "the S GEMM shapes ptx.cuh has: n128, n176, n192");
     static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
     static_assert(OFF_K % 1024 == 0 && KV_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 && PANEL_KV % 1024 == 0,
                   "every panel starts on a 1024-byte swizzle pattern");
     static_assert(PANEL_KV >> 4 < (1 << 14), "V's panel stride fits the descriptor's leading byte offset");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "register file: 64 K per SM");
     static_assert(65536 / THREADS >= PRODUCER_REGS, "launch count (65536 / 384 = 170) covers the producer's");
-    static_assert(CONSUMER_FRAGMENT_REGS + 48 <= CONSUMER_REGS, "fragments + ~48 for addresses and softmax state");
+    static_assert(CONSUMER_FRAGMENT_REGS + 40 <= CONSUMER_REGS, "fragments + ~40 for addresses and softmax state");
 };
 
 /* What the kernel reads besides the tensor maps. */
@@ -102,6 +131,7 @@ struct Args {
     const int32_t *cu_q, *cu_k;
     int64_t o_batch_stride, o_head_stride, o_row_stride; /* elements */
     int batch, heads, group, seqlen_q, seqlen_k, m_blocks;
+    long long units; /* persistent: work units (a tile, or a causal pair of tiles) */
     /* which map dimension (1..3) holds the rows, the heads and the batch: 2 bits each */
     uint32_t slots_q, slots_k, slots_v;
     float scale_log2; /* softmax_scale * log2(e) */
@@ -160,23 +190,24 @@ struct Bars {
     __device__ __forceinline__ uint32_t full_v(int s) const { return base + 8 * (1 + STAGES + s); }
     __device__ __forceinline__ uint32_t empty_k(int s) const { return base + 8 * (1 + 2 * STAGES + s); }
     __device__ __forceinline__ uint32_t empty_v(int s) const { return base + 8 * (1 + 3 * STAGES + s); }
+    __device__ __forceinline__ uint32_t q_empty() const { return base + 8 * (1 + 4 * STAGES); }
 };
 
 /* Producer: one thread loads Q, then K and V of every visible tile, last tile first, each
- * into the next stage of the ring once the consumers have released it. */
-template <int D>
+ * into the next stage of the ring once the consumers have released it. kv0: KV tiles this
+ * block loaded before (the ring's position); qi: Q tiles loaded before (persistent: the Q
+ * buffer is reloaded once the consumers have released it). */
+template <int D, bool CAUSAL>
 __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                         const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D>::STAGES> &bar) {
-    using C = Config<D>;
-    prefetch_tensormap(tm_q);
-    prefetch_tensormap(tm_k);
-    prefetch_tensormap(tm_v);
+                                        const Bars<Config<D, CAUSAL>::STAGES> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL>;
+    if (HOPPER_PERSISTENT) mbar_wait(bar.q_empty(), (qi & 1) ^ 1);
     mbar_arrive_expect_tx(bar.q(), C::Q_BYTES);
     load_tile<D, C::PANEL_Q>(sQ, tm_q, bar.q(), a.slots_q, t.q_row0 + t.q_first, t.h, t.q_batch);
     for (int it = 0; it < t.n_max; ++it) {
-        const int n = t.n_max - 1 - it, s = it % C::STAGES;
-        const uint32_t phase = (it / C::STAGES) & 1;
+        const int n = t.n_max - 1 - it, s = (kv0 + it) % C::STAGES;
+        const uint32_t phase = ((kv0 + it) / C::STAGES) & 1;
         const int row = t.k_row0 + key_first<C::BN>(a, t, n);
         mbar_wait(bar.empty_k(s), phase ^ 1);
         mbar_arrive_expect_tx(bar.full_k(s), C::KV_BYTES);
@@ -193,8 +224,8 @@ __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorM
  * + j). */
 template <typename T, int D, bool CAUSAL>
 __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D>::STAGES> &bar) {
-    using C = Config<D>;
+                                        const Bars<Config<D, CAUSAL>::STAGES> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL>;
     constexpr int BN = C::BN, STAGES = C::STAGES;
     const int cw = threadIdx.x / 128 - 1;
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
@@ -214,7 +245,10 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         for (int kk = 0; kk < D / 16; ++kk) {
             const uint64_t da = make_desc(q_base + (kk / 4) * C::PANEL_Q + (kk % 4) * 32, 16, 1024);
             const uint64_t db = make_desc(k_base + (kk / 4) * C::PANEL_KV + (kk % 4) * 32, 16, 1024);
-            Wgmma<T>::ss_n128(s, da, db, kk);
+            if constexpr (BN == 128)
+                Wgmma<T>::ss_n128(s, da, db, kk);
+            else
+                WgmmaSS<T, BN>::run(s, da, db, kk);
         }
     };
     /* O += P.V of stage s: BN / 16 k-steps of 16 keys = 16 rows of 128 bytes; V is MN-major
@@ -301,14 +335,15 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     };
 
     if (t.n_max > 0) {
-        mbar_wait(bar.q(), 0);
+        mbar_wait(bar.q(), qi & 1);
         float s[BN / 2];
         uint32_t p[BN / 16][4];
         float corr[2];
-#if HOPPER_VERSION == 1
+#if !HOPPER_OVERLAP
+        static_assert(!HOPPER_PERSISTENT, "the persistent versions use the overlapped loop");
         for (int it = 0; it < t.n_max; ++it) {
-            const int n = t.n_max - 1 - it, st = it % STAGES;
-            const uint32_t phase = (it / STAGES) & 1;
+            const int n = t.n_max - 1 - it, st = (kv0 + it) % STAGES;
+            const uint32_t phase = ((kv0 + it) / STAGES) & 1;
             mbar_wait(bar.full_k(st), phase);
             wgmma_fence();
             issue_qk(s, st);
@@ -334,7 +369,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
          * so one's GEMMs run during the other's softmax. Each warpgroup has n_max + 1 turns;
          * warpgroup 1 opens the first for warpgroup 0 and skips its own last hand-over, so
          * that every barrier's arrivals match its waits. */
-        constexpr bool PINGPONG = HOPPER_VERSION >= 3;
+        constexpr bool PINGPONG = HOPPER_PINGPONG;
         auto take_turn = [&]() {
             if (PINGPONG) named_bar_sync(1 + cw, 256);
         };
@@ -343,22 +378,24 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         };
         if (PINGPONG && cw == 1) named_bar_arrive(1, 256);
 
-        mbar_wait(bar.full_k(0), 0);
+        /* stage and phase of the block's KV tile kv0 + it (persistent: the ring runs on across tiles) */
+        auto stage = [&](int it) { return (kv0 + it) % STAGES; };
+        auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
+        mbar_wait(bar.full_k(stage(0)), phase(0));
         take_turn();
         wgmma_fence();
-        issue_qk(s, 0);
+        issue_qk(s, stage(0));
         wgmma_commit();
         pass_turn(false);
         wgmma_wait<0>();
         pin(s);
-        release(bar.empty_k(0));
+        release(bar.empty_k(stage(0)));
         softmax(s, t.n_max - 1, needs_mask(t.n_max - 1), corr); /* O is 0: no rescale */
         pack_p(p, s);
         for (int it = 1; it < t.n_max; ++it) {
-            const int n = t.n_max - 1 - it, st = it % STAGES, prev = (it - 1) % STAGES;
-            const uint32_t phase = (it / STAGES) & 1, prev_phase = ((it - 1) / STAGES) & 1;
-            mbar_wait(bar.full_k(st), phase);
-            mbar_wait(bar.full_v(prev), prev_phase);
+            const int n = t.n_max - 1 - it, st = stage(it), prev = stage(it - 1);
+            mbar_wait(bar.full_k(st), phase(it));
+            mbar_wait(bar.full_v(prev), phase(it - 1));
             take_turn();
             wgmma_fence();
             issue_qk(s, st);
@@ -376,8 +413,10 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             rescale_o(corr);
             pack_p(p, s);
         }
-        const int last = (t.n_max - 1) % STAGES;
-        mbar_wait(bar.full_v(last), ((t.n_max - 1) / STAGES) & 1);
+        /* every S GEMM of the tile is done: the producer may load the next tile's Q */
+        if (HOPPER_PERSISTENT) release(bar.q_empty());
+        const int last = stage(t.n_max - 1);
+        mbar_wait(bar.full_v(last), phase(t.n_max - 1));
         take_turn();
         wgmma_fence();
         issue_pv(p, last);
@@ -414,35 +453,70 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     }
 }
 
-#endif /* sm_90a */
-
-template <typename T, int D, bool CAUSAL>
-__global__ void __launch_bounds__(Config<D>::THREADS, 1)
-    hopper_fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                      const __grid_constant__ CUtensorMap tm_v, const Args a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = Config<D>;
-    extern __shared__ uint8_t smem_raw[];
-    const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const Bars<C::STAGES> bar{smem + C::OFF_BAR};
-
-    /* heaviest row blocks first (causal: the last rows see the most keys) */
-    Tile t;
-    t.h = blockIdx.y, t.b = blockIdx.z, t.hk = t.h / a.group;
-    t.sq = a.seqlen_q, t.sk = a.seqlen_k, t.q_row0 = 0, t.k_row0 = 0, t.q_batch = t.b, t.k_batch = t.b;
-    if (a.cu_q) t.q_row0 = a.cu_q[t.b], t.sq = a.cu_q[t.b + 1] - t.q_row0, t.q_batch = 0;
-    if (a.cu_k) t.k_row0 = a.cu_k[t.b], t.sk = a.cu_k[t.b + 1] - t.k_row0, t.k_batch = 0;
-    t.m0 = (a.m_blocks - 1 - (int)blockIdx.x) * C::BM;
-    if (t.m0 >= t.sq) return; /* a shorter packed sequence: the whole block leaves */
+/* The tile of row block mb (rows mb BM ..) of query head h, sequence b; false when the
+ * block starts past its (packed) sequence's end: nothing to do. */
+template <int D, bool CAUSAL>
+__device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, Tile &t) {
+    using C = Config<D, CAUSAL>;
+    t.h = h, t.b = b, t.hk = h / a.group;
+    t.sq = a.seqlen_q, t.sk = a.seqlen_k, t.q_row0 = 0, t.k_row0 = 0, t.q_batch = b, t.k_batch = b;
+    if (a.cu_q) t.q_row0 = a.cu_q[b], t.sq = a.cu_q[b + 1] - t.q_row0, t.q_batch = 0;
+    if (a.cu_k) t.k_row0 = a.cu_k[b], t.sk = a.cu_k[b + 1] - t.k_row0, t.k_batch = 0;
+    t.m0 = mb * C::BM;
+    if (t.m0 >= t.sq) return false;
     t.q_first = a.cu_q && t.m0 + C::BM > t.sq ? t.sq - C::BM : t.m0;
     t.n_max = (t.sk + C::BN - 1) / C::BN;
     if (CAUSAL) { /* the block's last row sees keys up to last + sk - sq */
         const int lim = min(t.m0 + C::BM, t.sq) - 1 + t.sk - t.sq;
         t.n_max = lim < 0 ? 0 : min(t.n_max, lim / C::BN + 1);
     }
+    return true;
+}
+
+/* Persistent scheduling: work unit u (0 .. a.units - 1), its k-th tile (k = 0, 1). Full mask:
+ * one tile per unit, row blocks fastest (last block first), then heads, then sequences, so
+ * that the blocks running together share a head's K and V in L2. Causal: unit = the pair of
+ * row blocks (M - 1 - p, p) of one (head, sequence), heaviest first, so that every unit costs
+ * about M + 1 KV tiles (the middle block of an odd M alone) and the static round-robin over
+ * units stays balanced; the pairs of a head are again adjacent. */
+template <int D, bool CAUSAL>
+__device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Tile &t) {
+    const int M = a.m_blocks;
+    int mb;
+    long long bh;
+    if (!CAUSAL) {
+        if (k) return false;
+        mb = M - 1 - (int)(u % M), bh = u / M;
+    } else {
+        const int P = (M + 1) / 2, pi = (int)(u % P);
+        if (k && pi == M - 1 - pi) return false;
+        mb = k ? pi : M - 1 - pi, bh = u / P;
+    }
+    return make_tile<D, CAUSAL>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
+}
+
+#endif /* sm_90a */
+
+template <typename T, int D, bool CAUSAL>
+__global__ void __launch_bounds__(Config<D, CAUSAL>::THREADS, 1)
+    hopper_fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                      const __grid_constant__ CUtensorMap tm_v, const Args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using C = Config<D, CAUSAL>;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const Bars<C::STAGES> bar{smem + C::OFF_BAR};
+
+#if !HOPPER_PERSISTENT
+    /* heaviest row blocks first (causal: the last rows see the most keys) */
+    Tile t;
+    if (!make_tile<D, CAUSAL>(a, a.m_blocks - 1 - (int)blockIdx.x, blockIdx.y, blockIdx.z, t))
+        return; /* a shorter packed sequence: the whole block leaves */
+#endif
 
     if (threadIdx.x == 0) {
         mbar_init(bar.q(), 1);
+        mbar_init(bar.q_empty(), 4 * C::CONSUMERS);
         for (int s = 0; s < C::STAGES; ++s) {
             mbar_init(bar.full_k(s), 1);
             mbar_init(bar.full_v(s), 1);
@@ -455,11 +529,37 @@ __global__ void __launch_bounds__(Config<D>::THREADS, 1)
 
     if (threadIdx.x < 128) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
-        if (threadIdx.x == 0 && t.n_max > 0)
-            produce<D>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar);
+        if (threadIdx.x == 0) {
+            prefetch_tensormap(&tm_q);
+            prefetch_tensormap(&tm_k);
+            prefetch_tensormap(&tm_v);
+#if HOPPER_PERSISTENT
+            int kv = 0, qi = 0;
+            for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
+                for (int k = 0; k < 2; ++k) {
+                    Tile t;
+                    if (!unit_tile<D, CAUSAL>(a, u, k, t) || t.n_max == 0) continue;
+                    produce<D, CAUSAL>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
+                    kv += t.n_max, ++qi;
+                }
+#else
+            if (t.n_max > 0) produce<D, CAUSAL>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, 0, 0);
+#endif
+        }
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
-        consume<T, D, CAUSAL>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar);
+#if HOPPER_PERSISTENT
+        int kv = 0, qi = 0;
+        for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
+            for (int k = 0; k < 2; ++k) {
+                Tile t;
+                if (!unit_tile<D, CAUSAL>(a, u, k, t)) continue;
+                consume<T, D, CAUSAL>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
+                if (t.n_max > 0) kv += t.n_max, ++qi;
+            }
+#else
+        consume<T, D, CAUSAL>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, 0, 0);
+#endif
     }
 #endif
 }
@@ -495,12 +595,12 @@ int device_is_sm90(int dev) {
 }
 
 /* A 4-D tensor map of 16-bit elements over (d, rows, heads, batch), the element (c, i, h, b) at
- * ptr + i rs + h hs + b bs: box 64 columns x 128 rows, 128-byte swizzle, zeros out of bounds. The
+ * ptr + i rs + h hs + b bs: box 64 columns x box_rows rows, 128-byte swizzle, zeros out of bounds. The
  * three outer dimensions go in increasing stride order (TMA's strides describe nested
  * dimensions), a dimension of size 1 last with a stride that nests; *slots says where each
  * went. ATTN_UNSUPPORTED for a layout TMA cannot address. */
 int make_map(CUtensorMap *map, attn_dtype dtype, const void *ptr, int d, uint64_t rows, uint64_t heads,
-             uint64_t batch, int64_t rs, int64_t hs, int64_t bs, uint32_t *slots) {
+             uint64_t batch, int64_t rs, int64_t hs, int64_t bs, uint32_t box_rows, uint32_t *slots) {
     PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
     if (!encode) return kErr;
     struct Dim {
@@ -532,9 +632,10 @@ int make_map(CUtensorMap *map, attn_dtype dtype, const void *ptr, int d, uint64_
     }
     const cuuint64_t gdim[4] = {(cuuint64_t)d, dim[0].n, dim[1].n, dim[2].n};
     const cuuint64_t gstride[3] = {(cuuint64_t)dim[0].stride, (cuuint64_t)dim[1].stride, (cuuint64_t)dim[2].stride};
-    /* the box: 64 columns x 128 rows, one head, one batch, wherever the rows went */
-    const cuuint32_t box[4] = {64, dim[0].kind == 0 ? 128u : 1u, dim[1].kind == 0 ? 128u : 1u,
-                               dim[2].kind == 0 ? 128u : 1u};
+    /* the box: 64 columns x box_rows rows (BM for Q, BN for K and V), one head, one batch,
+     * wherever the rows went */
+    const cuuint32_t box[4] = {64, dim[0].kind == 0 ? box_rows : 1u, dim[1].kind == 0 ? box_rows : 1u,
+                               dim[2].kind == 0 ? box_rows : 1u};
     const cuuint32_t estride[4] = {1, 1, 1, 1};
     const CUresult rc =
         encode(map, dtype == ATTN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
@@ -546,10 +647,23 @@ int make_map(CUtensorMap *map, attn_dtype dtype, const void *ptr, int d, uint64_
     return ATTN_OK;
 }
 
+/* multiprocessors of device dev (cached for devices 0 .. 63); 0 on an error */
+[[maybe_unused]] int sm_count(int dev) {
+    static std::atomic<int> cache[64];
+    if (dev >= 0 && dev < 64) {
+        const int c = cache[dev].load(std::memory_order_relaxed);
+        if (c > 0) return c;
+    }
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) return 0;
+    if (dev >= 0 && dev < 64) cache[dev].store(n, std::memory_order_relaxed);
+    return n;
+}
+
 template <typename T, int D, bool CAUSAL>
 int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
            cudaStream_t stream) {
-    using C = Config<D>;
+    using C = Config<D, CAUSAL>;
     auto kernel = hopper_fwd_kernel<T, D, CAUSAL>;
     /* once per instantiation and device: the kernel must have sm_90a code (a build without it
      * has an empty body), and its shared-memory limit is raised (a property of the function in
@@ -564,8 +678,19 @@ int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CU
             return kErr;
         ready.fetch_or(bit, std::memory_order_release);
     }
+#if HOPPER_PERSISTENT
+    /* one block per SM (or per unit, when fewer), each looping over units */
+    Args pa = a;
+    const long long M = a.m_blocks;
+    pa.units = (CAUSAL ? (M + 1) / 2 : M) * a.heads * a.batch;
+    const int sms = sm_count(dev);
+    if (sms < 1) return kErr;
+    const dim3 grid((unsigned)(pa.units < sms ? pa.units : sms));
+    kernel<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, pa);
+#else
     const dim3 grid(a.m_blocks, a.heads, a.batch);
     kernel<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, a);
+#endif
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
@@ -573,6 +698,12 @@ template <typename T, int D>
 int dispatch(const Args &a, bool causal, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
              cudaStream_t stream) {
     return causal ? launch<T, D, true>(a, mq, mk, mv, dev, stream) : launch<T, D, false>(a, mq, mk, mv, dev, stream);
+}
+
+/* the K and V tensor maps' box rows: the kernel's BN */
+uint32_t kv_box_rows(int d, bool causal) {
+    return d == 64 ? (causal ? Config<64, true>::BN : Config<64, false>::BN)
+                   : (causal ? Config<128, true>::BN : Config<128, false>::BN);
 }
 
 bool aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
@@ -623,13 +754,13 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     Args a;
     CUtensorMap mq, mk, mv;
     int rc = make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
-                      p->q_batch_stride, &a.slots_q);
+                      p->q_batch_stride, Config<64, false>::BM, &a.slots_q);
     if (rc == ATTN_OK)
         rc = make_map(&mk, p->dtype, p->k, d, rows_k, heads_k, batch_k, p->k_row_stride, p->k_head_stride,
-                      p->k_batch_stride, &a.slots_k);
+                      p->k_batch_stride, kv_box_rows(d, causal), &a.slots_k);
     if (rc == ATTN_OK)
         rc = make_map(&mv, p->dtype, p->v, d, rows_k, heads_k, batch_k, p->v_row_stride, p->v_head_stride,
-                      p->v_batch_stride, &a.slots_v);
+                      p->v_batch_stride, kv_box_rows(d, causal), &a.slots_v);
     if (rc != ATTN_OK) return rc;
 
     a.o = p->o;
@@ -639,7 +770,8 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     a.o_batch_stride = p->o_batch_stride, a.o_head_stride = p->o_head_stride, a.o_row_stride = p->o_row_stride;
     a.batch = p->batch, a.heads = p->heads, a.group = p->heads / heads_k;
     a.seqlen_q = p->seqlen_q, a.seqlen_k = p->seqlen_k;
-    a.m_blocks = (p->seqlen_q + Config<64>::BM - 1) / Config<64>::BM;
+    a.m_blocks = (p->seqlen_q + Config<64, false>::BM - 1) / Config<64, false>::BM;
+    a.units = 0;
     a.scale_log2 = p->softmax_scale * 1.4426950408889634f;
 
     if (p->dtype == ATTN_BF16)
