@@ -40,8 +40,10 @@
 #include "attn_abi.h"
 #include "ptx.cuh"
 
+/* The default: 5 with 128-key tiles at d64 (H100, 2026-11-23, dev test at S <= 2048: 15-21 %
+ * over 3 at d64, 2-7 % at d128; 192-key tiles at d64 lost 0-17 % to 128 there) */
 #ifndef HOPPER_VERSION
-#define HOPPER_VERSION 3
+#define HOPPER_VERSION 5
 #endif
 #if HOPPER_VERSION < 1 || HOPPER_VERSION > 6
 #error "HOPPER_VERSION must be 1 .. 6"
@@ -49,17 +51,18 @@
 /* What each version turns on (NOTES.md):
  *   1: in-order tile loop; 2: + intra-warpgroup overlap (S(j) with P.V(j-1));
  *   3: + ping-pong between the two consumer warpgroups;
- *   4: 3 with wider key tiles (BN = 192 at d64; HOPPER_BN_D128, default 128, at d128);
+ *   4: 3 with wider key tiles for the full mask (BN = 192 at d64, 176 at d128);
  *   5: 4 made persistent (grid = SMs, a static tile scheduler; causal row blocks paired
  *      heaviest with lightest, Q reloaded under the previous tile's last GEMM and epilogue);
- *   6: 5 without the ping-pong (intra-warpgroup overlap only, as 2). */
+ *   6: 5 without the ping-pong (intra-warpgroup overlap only, as 2).
+ * 5 keeps 128-key tiles at d64 (measured better than 4's 192 there), 176 at d128 full. */
 #define HOPPER_OVERLAP (HOPPER_VERSION >= 2)
 #define HOPPER_PINGPONG (HOPPER_VERSION >= 3 && HOPPER_VERSION <= 5)
 #define HOPPER_PERSISTENT (HOPPER_VERSION >= 5)
 /* keys per KV tile, per head dim, full mask and causal (versions 4+: FlashAttention-3's choices
  * for BN; a causal block's diagonal wastes more of a wide tile, so causal keeps 128) */
 #ifndef HOPPER_BN_D64
-#define HOPPER_BN_D64 (HOPPER_VERSION >= 4 ? 192 : 128)
+#define HOPPER_BN_D64 (HOPPER_VERSION == 4 || HOPPER_VERSION == 6 ? 192 : 128)
 #endif
 #ifndef HOPPER_BN_D64_CAUSAL
 #define HOPPER_BN_D64_CAUSAL 128
