@@ -24,7 +24,7 @@ echo "== benchmarks"
 ctest --test-dir "$build" -L benchmark --output-junit "$build/nightly-benchmark.xml" "$@" \
       >"$build/nightly-benchmark.log" 2>&1
 bench=$?
-new=$(find "$results" -name '*.json' -newer "$stamp" ! -name '*-peers*' -path '*/20*' | sort | tail -1)
+new=$(find "$results" -name '*.json' -newer "$stamp" ! -name '*-peers*' ! -path '*/tune/*' -path '*/20*' | sort | tail -1)
 rm -f "$stamp"
 if [ -z "$new" ]; then
   echo "nightly: the benchmark run wrote no results file (no GPU? see $build/nightly-benchmark.log)"
