@@ -12,7 +12,10 @@
  * and seqused_k (v9) others again (VAR), chosen on the host, so that version-1 problems run
  * the code they ran before. Head dims 64 and 128, and (v10, plain path only, one row tile per
  * warp) 96 (in d128-wide shared-memory rows), 256 (32-key tiles, Q re-read from shared memory)
- * and 192 for Q.K^T with 128 for V and O (DV). See NOTES.md for the work per tile, the
+ * and 192 for Q.K^T with 128 for V and O (DV). v11: the plain path's tile shape, warps,
+ * stages, Q's place and residency are a tunable space (space.h; the kernel template and its
+ * launch are in kernel.cuh); on a GPU that thresholds/<gpu>.tuned.txt names, version-1
+ * problems run their class's tuned point (tuning.cu). See NOTES.md for the work per tile, the
  * resources per config and each version's measurements. */
 #include <math.h>
 #include <stdint.h>
