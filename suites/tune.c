@@ -609,15 +609,16 @@ static json_t *tune_class(const shape_class *sc, char *line, size_t linelen) {
     printf("search: %s, %d of %d correct configurations timed at rung 0\n", method, n, n_cand);
     /* successive halving: a third goes on to each longer rung */
     int rung = 0;
+    int *keep = malloc((size_t)n * sizeof *keep);
+    size_t *next_pool = malloc((size_t)n * sizeof *next_pool);
     while (n > 1 && rung + 1 < N_RUNGS) {
-        int keep[4096];
         const int m = attn_tune_halving_keep(loss, n, 3, keep);
-        size_t next_pool[4096];
         for (int k = 0; k < m; k++) next_pool[k] = pool[keep[k]];
         rung++;
         for (int k = 0; k < m; k++) pool[k] = next_pool[k], loss[k] = time_config(&x.p, pool[k], rung, trials);
         n = m;
     }
+    free(keep), free(next_pool);
     int best = 0;
     for (int k = 1; k < n; k++)
         if (loss[k] < loss[best]) best = k;
@@ -766,7 +767,7 @@ static attn_case_verdict run_search(int i, void *ctx, int *stop_child) {
     json_t *gj = json_array();
     for (int g = 0; g < n_groups; g++) json_array_append_new(gj, group_json(g));
     json_t *cj = json_array();
-    char *lines[MAX_LIST * MAX_LIST * 2 * MAX_LIST];
+    char **lines = calloc((size_t)n_groups * A.n_masks * A.n_seqlens, sizeof *lines);
     int n_lines = 0, accepted = 0;
     for (int g = 0; g < n_groups; g++)
         for (int m = 0; m < A.n_masks; m++)
@@ -794,6 +795,7 @@ static attn_case_verdict run_search(int i, void *ctx, int *stop_child) {
     if (rc) printf("FAILED: %s\n", err);
     printf("%d of %d classes take a tuned configuration (search %.1f s)\n", accepted, n_lines, attn_wall_s() - t0);
     for (int k = 0; k < n_lines; k++) free(lines[k]);
+    free(lines);
     json_decref(doc);
     attn_timer_destroy(timer);
     return rc ? ATTN_CASE_FAILED : ATTN_CASE_PASSED;
