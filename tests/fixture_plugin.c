@@ -1,5 +1,6 @@
 /* Test fixture plugins for the loader: FIXTURE_GOOD exports one kernel that always answers
- * ATTN_UNSUPPORTED; FIXTURE_V1 is built against the version-1 header (tests/abi_v1 first on
+ * ATTN_UNSUPPORTED, with one tunable (attn_plugin_tuning); FIXTURE_BAD_NAME's tunables are
+ * malformed too (a tunable without values); FIXTURE_V1 is built against the version-1 header (tests/abi_v1 first on
  * the include path) and exports two kernels that take head dim 64 only; the others are
  * broken in one way each. */
 #include <stddef.h>
@@ -44,5 +45,34 @@ EXPORT const attn_kernel *attn_plugin_kernels_misspelled(int *count, int *abi_ve
     *count = 1;
     *abi_version = ATTN_ABI_VERSION;
     return table;
+}
+#endif
+
+#if ATTN_ABI_VERSION >= 2 && (defined(FIXTURE_GOOD) || defined(FIXTURE_BAD_NAME))
+static int facts(const int *v, attn_dtype dt, int d, attn_config_facts *out) {
+    (void)v, (void)dt, (void)d, (void)out;
+    return ATTN_UNSUPPORTED;
+}
+static int fwd_config(const attn_fwd_params *p, const int *v, cudaStream_t s) {
+    (void)p, (void)v, (void)s;
+    return ATTN_UNSUPPORTED;
+}
+static int config_for(const attn_fwd_params *p, int *v, int *tuned) {
+    (void)p, (void)v, (void)tuned;
+    return ATTN_UNSUPPORTED;
+}
+static int default_for(const attn_fwd_params *p, int *v) {
+    (void)p, (void)v;
+    return ATTN_UNSUPPORTED;
+}
+#if defined(FIXTURE_GOOD)
+static const int tile_values[] = {64, 128};
+static const attn_tunable tunables[] = {{"tile", 2, tile_values}};
+#else
+static const attn_tunable tunables[] = {{"tile", 0, NULL}};
+#endif
+static const attn_tuning tuning = {1, tunables, facts, fwd_config, config_for, default_for};
+EXPORT const attn_tuning *attn_plugin_tuning(const char *name) {
+    return name && name[0] != 'x' ? &tuning : NULL; /* any kernel but names starting with x */
 }
 #endif

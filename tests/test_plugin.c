@@ -98,6 +98,31 @@ END_TEST
 START_TEST(bad_name) { expect_error("ATTN_FIXTURE_BAD_NAME", "invalid name 'Bad-Name'"); }
 END_TEST
 
+/* attn_plugin_tuning: found, absent (not tunable: no error), malformed (an error naming it) */
+START_TEST(plugin_tunables) {
+    char err[512];
+    const attn_tuning *t = attn_plugin_find_tuning(fixture("ATTN_FIXTURE_GOOD"), "fixture_unsupported", err, sizeof err);
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_int_eq(t->count, 1);
+    ck_assert_str_eq(t->tunables[0].name, "tile");
+    ck_assert_ptr_null(attn_plugin_find_tuning(fixture("ATTN_FIXTURE_GOOD"), "x_untunable", err, sizeof err));
+    ck_assert_str_eq(err, "");
+    ck_assert_ptr_null(attn_plugin_find_tuning(fixture("ATTN_FIXTURE_V1"), "fixture_v1_a", err, sizeof err));
+    ck_assert_str_eq(err, "");
+    ck_assert_ptr_null(attn_plugin_find_tuning(fixture("ATTN_FIXTURE_BAD_NAME"), "k", err, sizeof err));
+    ck_assert_msg(strstr(err, "tunable #0 ('tile') needs a [a-z0-9_]+ name and 1..64 values"), "%s", err);
+}
+END_TEST
+
+/* the built-ins' tunables: flash2 has them (ATTN_TUNING in registry.def), simple none */
+START_TEST(builtin_tunables) {
+    char err[256];
+    const attn_tuning *t = attn_find_tuning(attn_find_kernel("flash2", NULL, err, sizeof err), NULL, err, sizeof err);
+    ck_assert_msg(t != NULL && t->count == 6, "%s", err);
+    ck_assert_ptr_null(attn_find_tuning(attn_find_kernel("simple", NULL, err, sizeof err), NULL, err, sizeof err));
+}
+END_TEST
+
 START_TEST(builtins) {
     int n;
     const attn_kernel *const *b = attn_builtin_kernels(&n);
@@ -131,6 +156,8 @@ int main(void) {
     tcase_add_test(tc, bad_name);
     tcase_add_test(tc, name_rule);
     tcase_add_test(tc, builtins);
+    tcase_add_test(tc, plugin_tunables);
+    tcase_add_test(tc, builtin_tunables);
     suite_add_tcase(s, tc);
     return attn_unit_run(s);
 }
