@@ -102,6 +102,7 @@ cases = [([1], [1], 0, 0), ([17], [17], 0, 0), ([200], [333], 0, 0), ([333], [20
          ([100, 7, 250], [180, 180, 180], 1, 0), ([150, 150, 150], [1, 260, 129], 0, 1), ([64], [600], 0, 0),
          ([3, 300], [260, 2], 1, 1)]
 cases += [([385], [385], 0, 0), ([100], [577], 0, 0), ([577], [100], 0, 0), ([3, 400, 0, 190], [200, 1, 385, 193], 1, 1)]
+cases += [([63, 65, 1, 127, 16], [70, 1, 200, 127, 17], 1, 1), ([79], [79], 0, 0)]  # v7 dev_test cases
 for BN in (128, 176, 192):
     for lq, lk, pq, pk in cases:
         for causal in (0, 1):
@@ -134,3 +135,35 @@ for M in range(1, 20):
                                 if t: seen[t] = seen.get(t, 0) + 1
                     assert len(seen) == M * H * B and set(seen.values()) == {1}, (M, H, B, causal, grid)
 print("scheduler: every tile exactly once (M 1..19, H 1/3/16, B 1/2/5, grids 1/7/132)")
+
+# HOPPER_SMEM_EPILOGUE: one warp's staging of O through its 2 KB (16 rows x 64 columns, chunk c of
+# local row R at R 128 + 16 (c ^ R % 8)): every fragment word lands at its own address, each
+# fragment store (fixed c, r) and each quarter-warp's 16-byte load hits 32 different banks, and
+# the 16 bytes lane l loads for (row l / 8 + 4 it, chunk l % 8) are that row's columns
+# 64 p + 8 c .. + 7 in order (so the global 16-byte store at column 64 p + 8 c is right).
+for D in (64, 128):
+    for pnl in range(D // 64):
+        mem = {}
+        for c in range(8):
+            for r in range(2):
+                banks = set()
+                for lane in range(32):
+                    R = lane // 4 + 8 * r; i = 8 * pnl + c
+                    addr = R * 128 + ((c ^ (R & 7)) << 4) + 4 * (lane % 4)
+                    assert addr not in mem and 0 <= addr < 2048
+                    mem[addr] = (R, 8 * i + 2 * (lane % 4))  # the pair (col, col + 1) of row R
+                    banks.add(addr // 4 % 32)
+                assert len(banks) == 32, (D, pnl, c, r)
+        assert len(mem) == 512
+        for it in range(4):
+            for quarter in range(4):
+                banks = set()
+                for lane in range(8 * quarter, 8 * quarter + 8):
+                    R = lane // 8 + 4 * it; c = lane % 8
+                    base = R * 128 + ((c ^ (R & 7)) << 4)
+                    assert base % 16 == 0
+                    words = [mem[base + 4 * w] for w in range(4)]
+                    assert words == [(R, 64 * pnl + 8 * c + 2 * w) for w in range(4)], (D, pnl, it, lane)
+                    banks.update((base // 4 + w) % 32 for w in range(4))
+                assert len(banks) == 32
+print("smem epilogue: staging layout bijective, conflict-free, 16-byte loads are contiguous row segments")

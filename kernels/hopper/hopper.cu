@@ -81,8 +81,26 @@
 #define HOPPER_STAGES_D128 2
 #endif
 
+/* v7 candidates (NOTES.md), off by default, each independent of the version:
+ * HOPPER_EXP2_EMU=k: a share of the softmax's exponentials on the FMA pipes (exp2_poly, ptx.cuh)
+ * instead of the MUFU: column pairs i (columns 8 i + 2 (l % 4) + {0, 1} of a row) with
+ * k = 1: i % 4 == 0 (25 %), k = 2: i % 2 == 0 (50 %), k = 3: i % 8 == 0 (12.5 %); 0: none.
+ * HOPPER_SMEM_EPILOGUE=1: O goes through shared memory (2 KB per consumer warp: its 16 rows x 64
+ * columns, 128-byte swizzled) and leaves in 16-byte stores, 128 contiguous bytes per row. */
+#ifndef HOPPER_EXP2_EMU
+#define HOPPER_EXP2_EMU 0
+#endif
+#if HOPPER_EXP2_EMU < 0 || HOPPER_EXP2_EMU > 3
+#error "HOPPER_EXP2_EMU must be 0 .. 3"
+#endif
+#ifndef HOPPER_SMEM_EPILOGUE
+#define HOPPER_SMEM_EPILOGUE 0
+#endif
+
 /* the version this object was built with (dev_test.cu prints it) */
 extern "C" const int hopper_build_version = HOPPER_VERSION;
+extern "C" const int hopper_build_exp2_emu = HOPPER_EXP2_EMU;
+extern "C" const int hopper_build_smem_epilogue = HOPPER_SMEM_EPILOGUE;
 
 namespace {
 
@@ -105,7 +123,11 @@ struct Config {
     static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
     static constexpr int OFF_K = Q_BYTES;
     static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
-    static constexpr int OFF_BAR = OFF_V + STAGES * KV_BYTES;
+    /* HOPPER_SMEM_EPILOGUE: 2 KB per consumer warp (16 rows x 64 columns of O, one column
+     * panel at a time) */
+    static constexpr int OFF_O = OFF_V + STAGES * KV_BYTES;
+    static constexpr int O_STAGE_BYTES = HOPPER_SMEM_EPILOGUE ? 4 * CONSUMERS * 2048 : 0;
+    static constexpr int OFF_BAR = OFF_O + O_STAGE_BYTES;
     /* Q full; K full, V full, K empty, V empty per stage; Q empty (persistent) */
     static constexpr int BARS = 2 + 4 * STAGES;
     /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
@@ -168,6 +190,11 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, 
     const int c3 = sr == 3 ? row : sh == 3 ? head : batch;
 #pragma unroll
     for (int p = 0; p < D / 64; ++p) tma_load_4d(dst + p * PANEL, map, bar, 64 * p, c1, c2, c3);
+}
+
+/* HOPPER_EXP2_EMU: is column pair i's exponential computed on the FMA pipes? */
+__device__ __forceinline__ constexpr bool exp2_emulated(int i) {
+    return HOPPER_EXP2_EMU == 1 ? i % 4 == 0 : HOPPER_EXP2_EMU == 2 ? i % 2 == 0 : HOPPER_EXP2_EMU == 3 ? i % 8 == 0 : false;
 }
 
 template <typename T> struct Pack;
@@ -313,7 +340,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
                     float &x = s[4 * i + 2 * r + j];
-                    x = exp2_approx(fmaf(x, a.scale_log2, -m_use));
+                    const float e = fmaf(x, a.scale_log2, -m_use);
+                    x = exp2_emulated(i) ? exp2_poly(e) : exp2_approx(e);
                     sum += x;
                 }
             row_sum[r] = row_sum[r] * corr[r] + sum;
@@ -434,26 +462,73 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 (max + log2 l); rows of a
      * moved packed tile before m0 belong to the previous block, rows past the end to none */
     const int64_t total_q = a.cu_q ? (int64_t)a.cu_q[a.batch] : 0;
+#if HOPPER_SMEM_EPILOGUE
+    /* O's row q of this (head, sequence) */
+    auto o_row = [&](int q) {
+        const int64_t row = a.cu_q ? (int64_t)(t.q_row0 + q) * a.o_row_stride
+                                   : (int64_t)t.b * a.o_batch_stride + (int64_t)q * a.o_row_stride;
+        return static_cast<T *>(a.o) + row + (int64_t)t.h * a.o_head_stride;
+    };
+    float inv_r[2];
+#endif
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = row_sum[r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
+#if HOPPER_SMEM_EPILOGUE
+        inv_r[r] = inv;
+#endif
         const int q = q_row + 8 * r;
         if (q < t.m0 || q >= t.sq) continue;
+#if !HOPPER_SMEM_EPILOGUE
         const int64_t row = a.cu_q ? (int64_t)(t.q_row0 + q) * a.o_row_stride
                                    : (int64_t)t.b * a.o_batch_stride + (int64_t)q * a.o_row_stride;
         T *orow = static_cast<T *>(a.o) + row + (int64_t)t.h * a.o_head_stride + 2 * (lane % 4);
 #pragma unroll
         for (int i = 0; i < D / 8; ++i)
             *reinterpret_cast<uint32_t *>(orow + 8 * i) = Pack<T>::run(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+#endif
         if (a.lse && lane % 4 == 0) {
             const int64_t idx = a.cu_q ? (int64_t)t.h * total_q + t.q_row0 + q
                                        : ((int64_t)t.b * a.heads + t.h) * a.seqlen_q + q;
             a.lse[idx] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
         }
     }
+#if HOPPER_SMEM_EPILOGUE
+    /* O through this warp's 2 KB of shared memory, one 64-column panel at a time: the warp's 16
+     * rows (local row R = l / 4 + 8 r) x 8 chunks of 16 bytes, chunk c of row R stored at
+     * R 128 + 16 (c ^ R % 8) (conflict-free: a fragment store's 8 rows hit 8 different chunks;
+     * a quarter-warp's 16-byte loads read one row's 8 chunks). Then lane l reads rows l / 8 + 4 it,
+     * chunk l % 8, and stores it to global memory: 8 lanes write a row's 128 contiguous bytes.
+     * The buffer is this warp's alone (no other warp, no TMA, no later Q load touches it):
+     * __syncwarp orders the writes before the reads and the reads before the next panel's (or
+     * next tile's) writes. */
+    {
+        const uint32_t buf = sQ + C::OFF_O + (uint32_t)(threadIdx.x / 32 - 4) * 2048u;
+        const int row0 = t.q_first + 64 * cw + 16 * warp; /* the warp's first row (sequence index) */
+#pragma unroll
+        for (int pnl = 0; pnl < D / 64; ++pnl) {
+#pragma unroll
+            for (int c = 0; c < 8; ++c)
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int R = lane / 4 + 8 * r, i = 8 * pnl + c;
+                    st_shared_b32(buf + R * 128 + ((c ^ (R & 7)) << 4) + 4 * (lane % 4),
+                                  Pack<T>::run(o[4 * i + 2 * r] * inv_r[r], o[4 * i + 2 * r + 1] * inv_r[r]));
+                }
+            __syncwarp();
+#pragma unroll
+            for (int it = 0; it < 4; ++it) {
+                const int R = lane / 8 + 4 * it, c = lane % 8, q = row0 + R;
+                const uint4 v = ld_shared_v4(buf + R * 128 + ((c ^ (R & 7)) << 4));
+                if (q >= t.m0 && q < t.sq) *reinterpret_cast<uint4 *>(o_row(q) + 64 * pnl + 8 * c) = v;
+            }
+            __syncwarp();
+        }
+    }
+#endif
 }
 
 /* The tile of row block mb (rows mb BM ..) of query head h, sequence b; false when the
@@ -741,7 +816,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (!sm90) return ATTN_UNSUPPORTED;
 
     /* TMA: 16-byte aligned bases, strides in multiples of 16 bytes (make_map); O's rows are
-     * written 4 bytes at a time, held to the same alignment */
+     * written 4 bytes at a time (16 with HOPPER_SMEM_EPILOGUE), held to the same alignment */
     const bool packed_q = p->cu_seqlens_q != nullptr, packed_k = p->cu_seqlens_k != nullptr;
     if (!aligned16(p->q) || !aligned16(p->k) || !aligned16(p->v) || !aligned16(p->o)) return ATTN_UNSUPPORTED;
     if (p->o_row_stride % 8 != 0 || p->o_head_stride % 8 != 0 || (!packed_q && p->o_batch_stride % 8 != 0))

@@ -221,6 +221,40 @@ __device__ __forceinline__ float exp2_approx(float x) {
     return y;
 }
 
+/* 2^x on the FMA pipes (HOPPER_EXP2_EMU; FlashAttention-4's trick): x = n + f, n = floor(x) by a
+ * round-down add of 1.5 * 2^23 (the float's low mantissa bits then hold n), 2^f by a degree-4
+ * polynomial with c0 = 1 (Horner, float32 FMAs; minimax relative error on [0, 1]: exp2_fit.py,
+ * 2.9e-6 = 2^-18.4 measured over a dense sweep of [-126, 0], against 2^-22 for ex2.approx), 2^n
+ * as a float built from n's bits: ((bits(j) << 23) + (127 << 23)); the high bits of j shift out.
+ * Inputs below -126 (and -inf) give 0 exactly as ex2.approx.ftz (its subnormal results are
+ * flushed): x is clamped to -127, whose scale is the bit pattern 0 (+0.0); 2^0 = 1 exactly. A NaN
+ * input gives 0 (ex2: NaN); the softmax never feeds one. 10 instructions: FMNMX, FADD.RM, 2 FADD,
+ * 4 FFMA, IMAD (shift + add), FMUL; no MUFU. */
+__device__ __forceinline__ float exp2_poly(float x) {
+    constexpr float C1 = 6.930448413e-01f, C2 = 2.412801832e-01f, C3 = 5.224253237e-02f, C4 = 1.342664752e-02f;
+    constexpr float MAGIC = 12582912.0f; /* 1.5 * 2^23 */
+    x = fmaxf(x, -127.0f);
+    const float j = __fadd_rd(x, MAGIC);   /* MAGIC + floor(x) */
+    const float n = __fsub_rn(j, MAGIC);   /* floor(x), exact */
+    const float f = __fsub_rn(x, n);       /* [0, 1] */
+    float p = fmaf(C4, f, C3);
+    p = fmaf(p, f, C2);
+    p = fmaf(p, f, C1);
+    p = fmaf(p, f, 1.0f);
+    const float scale = __uint_as_float((__float_as_uint(j) << 23) + 0x3F800000u); /* 2^n; n = -127: +0 */
+    return __fmul_rn(p, scale);
+}
+
+/* shared-memory stores / loads by 32-bit shared addresses (the staged epilogue) */
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+    return v;
+}
+
 } // namespace hopper_ptx
 
 #endif
