@@ -84,7 +84,7 @@
 /* v7 candidates (NOTES.md), each independent of the version. Measured on the H100 (dev test,
  * 2026-11-23): the shared-memory epilogue +5-18 % at d128 S <= 2048, within +-4 % at d64 and
  * at long S: on by default; the exp2 offload lost 2-13 % at d128 and gained at most 7 % at
- * d64 (fp16 causal S4096), mostly within +-3 %: off. */
+ * d64 (fp16 causal S4096), mostly within +-3 %: off.
  * HOPPER_EXP2_EMU=k: a share of the softmax's exponentials on the FMA pipes (exp2_poly, ptx.cuh)
  * instead of the MUFU: column pairs i (columns 8 i + 2 (l % 4) + {0, 1} of a row) with
  * k = 1: i % 4 == 0 (25 %), k = 2: i % 2 == 0 (50 %), k = 3: i % 8 == 0 (12.5 %); 0: none.
