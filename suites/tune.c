@@ -27,7 +27,10 @@
  *    or verdict, every timing, the winners), and <tuned-dir>/<gpu>.tuned.txt: the accepted
  *    configurations, one line per class (cmake/tuned.cmake reads it; flash2 compiles and
  *    runs them), the other kernels' lines kept.
- * Exit: 0 done; 1 a phase failed; 2 bad arguments; 77 no GPU, or the kernel has no tunables. */
+ * A configuration that passes the gates but is not in this build stops the run after step 2
+ * (flash2: -DATTN_TUNE_SPACE=ON builds its space), unless --built-only.
+ * Exit: 0 done; 1 a phase failed; 2 bad arguments, or configurations missing from the build;
+ * 77 no GPU, or the kernel has no tunables. */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
 #include <math.h>
@@ -63,6 +66,7 @@ static struct {
     int tokens, hidden, exhaustive_max, trials;
     unsigned long long seed;
     double case_timeout_s;
+    int built_only; /* search what this build holds, even where the gates let more through */
 } A = {.exhaustive_max = 64, .trials = 40, .seed = 1, .case_timeout_s = 60, .source_dir = "."};
 
 /* the kernel, its tunables, the space */
@@ -82,7 +86,7 @@ static void usage(const char *why) {
     fprintf(stderr, "attn_tune: %s\nusage: attn_tune --kernel NAME [--plugin LIB] --dtypes fp16,bf16 --head-dims 64,128 "
                     "--masks full,causal --seqlens S,S,... --tokens N --hidden N --tolerance FILE --results-dir DIR "
                     "--tuned-dir DIR [--source-dir DIR] [--work-dir DIR] [--exhaustive-max N] [--trials N] [--seed N] "
-                    "[--case-timeout S]\n", why);
+                    "[--case-timeout S] [--built-only]\n", why);
     exit(2);
 }
 
@@ -135,7 +139,7 @@ static void parse_args(int argc, char **argv) {
         {"masks", 1, 0, 'm'},       {"seqlens", 1, 0, 's'},       {"tokens", 1, 0, 't'},   {"hidden", 1, 0, 'H'},
         {"tolerance", 1, 0, 'o'},   {"results-dir", 1, 0, 'r'},   {"tuned-dir", 1, 0, 'u'}, {"source-dir", 1, 0, 'S'},
         {"work-dir", 1, 0, 'w'},    {"exhaustive-max", 1, 0, 'x'}, {"trials", 1, 0, 'n'},  {"seed", 1, 0, 'e'},
-        {"case-timeout", 1, 0, 'c'}, {0, 0, 0, 0}};
+        {"case-timeout", 1, 0, 'c'}, {"built-only", 0, 0, 'b'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -156,6 +160,7 @@ static void parse_args(int argc, char **argv) {
         case 'n': A.trials = positive("--trials", optarg, 1 << 20); break;
         case 'e': A.seed = (unsigned long long)positive("--seed", optarg, 1 << 30); break;
         case 'c': A.case_timeout_s = positive("--case-timeout", optarg, 86400); break;
+        case 'b': A.built_only = 1; break;
         default: usage("unknown option");
         }
     }
@@ -844,11 +849,14 @@ int main(int argc, char **argv) {
     unsigned char *seen = calloc((size_t)n_cases, 1);
     FILE *f = fopen(work_path, "r");
     char l[1200];
+    long not_built = 0;
     while (f && fgets(l, sizeof l, f)) {
-        int g;
+        int g, n = 0;
         size_t i;
-        if (sscanf(l + 1, " %d %zu", &g, &i) == 2 && g >= 0 && g < n_groups && i < space_size)
+        if (sscanf(l + 1, " %d %zu %n", &g, &i, &n) >= 2 && g >= 0 && g < n_groups && i < space_size) {
             seen[(size_t)g * space_size + i] = 1;
+            not_built += l[0] == 'G' && !strncmp(l + 1 + n, "not_built ", 10);
+        }
     }
     if (f) fclose(f);
     for (int i = 0; i < n_cases; i++)
@@ -857,6 +865,13 @@ int main(int argc, char **argv) {
                       v[i] == ATTN_CASE_NOT_RUN ? "not run" : "no verdict from the child");
     free(seen), free(v);
     printf("gates and correctness: %.1f s\n", attn_wall_s() - t0);
+    /* a search over part of the space would still rewrite the committed tuned file */
+    if (not_built && !A.built_only) {
+        fprintf(stderr, "attn_tune: %ld configurations pass every gate but are not in this build (flash2: configure "
+                "with -DATTN_TUNE_SPACE=ON): the search would miss them (--built-only searches what is built)\n",
+                not_built);
+        return 2;
+    }
 
     /* phase 3: the search, in one supervised child */
     attn_case_verdict sv;
