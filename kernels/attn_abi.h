@@ -127,7 +127,8 @@ typedef struct {
      * reach, or this build or this GPU cannot run the configuration */
     int (*fwd_config)(const attn_fwd_params *p, const int *values, cudaStream_t stream);
     /* The configuration fwd runs for p (tuned = 0 default, 1 a tuned one): ATTN_OK, or
-     * ATTN_UNSUPPORTED when p takes a path without tunables. Reads p's scalars only. */
+     * ATTN_UNSUPPORTED when p takes a path without tunables. Reads p itself (its pointers
+     * for alignment at most), never device memory. */
     int (*config_for)(const attn_fwd_params *p, int *values, int *tuned);
     /* The configuration fwd runs for p untuned, as config_for. */
     int (*default_for)(const attn_fwd_params *p, int *values);

@@ -176,6 +176,15 @@ constexpr int kHeadDims[] = {64, 96, 128, 192, 256, 0};
 
 } // namespace
 
+bool flash2_dense_ok(const attn_fwd_params *p) {
+    return p && p->batch >= 1 && p->heads >= 1 && p->seqlen_q >= 1 && p->seqlen_k >= 1 &&
+           (int64_t)p->batch * p->heads <= INT32_MAX && p->q && p->k && p->v && p->o &&
+           aligned(p->q, p->q_batch_stride, p->q_head_stride, p->q_row_stride) &&
+           aligned(p->k, p->k_batch_stride, p->k_head_stride, p->k_row_stride) &&
+           aligned(p->v, p->v_batch_stride, p->v_head_stride, p->v_row_stride) &&
+           aligned(p->o, p->o_batch_stride, p->o_head_stride, p->o_row_stride);
+}
+
 int flash2_launch_default(const attn_fwd_params *p, int row_tiles, cudaStream_t stream, const void **func) {
     if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
     return p->dtype == ATTN_BF16 ? launch_default<__nv_bfloat16>(p, row_tiles, stream, func)

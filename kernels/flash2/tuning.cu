@@ -76,6 +76,7 @@ bool tunable_path(const attn_fwd_params *p) {
     const bool left = p->window_left >= 0 && p->window_left < p->seqlen_k - 1;
     const bool right = !p->causal && p->window_right >= 1 && p->window_right < p->seqlen_q - 1;
     if (left || right) return false;
+    if (!flash2_dense_ok(p)) return false;                    /* what flash2_fwd refuses */
     if (p->seqlen_q <= 32 && p->seqlen_k <= 32) return false; /* packed heads (heads_per_block >= 2) */
     /* the decode path's problems (it may still decline one, e.g. on its first call inside a
      * graph capture: the default point then runs it, not a tuned one) */

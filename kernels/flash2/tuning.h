@@ -59,6 +59,9 @@ constexpr int kPerUnit = 3 * 2 * 2 * 4;
 /* flash2.cu: the plain path at a default point (row_tiles 1 or 2) for p's dtype and head dim
  * (64 or 128), as flash2_fwd runs it untuned; its kernel function in *func when func is given. */
 int flash2_launch_default(const attn_fwd_params *p, int row_tiles, cudaStream_t stream, const void **func);
+/* flash2.cu: what flash2_fwd checks of a dense problem before it runs (sizes, pointers, 16-byte
+ * aligned rows and strides), so that fwd_config takes no problem that fwd would refuse. */
+bool flash2_dense_ok(const attn_fwd_params *p);
 /* tuning.cu: flash2_fwd's plain path for a version-1 problem at the tuned point of this GPU and
  * p's class; ATTN_UNSUPPORTED when no tuned point applies (the default then runs). */
 int flash2_tuned_fwd(const attn_fwd_params *p, cudaStream_t stream);
