@@ -4,6 +4,7 @@
  *        kernels/hopper/dev_test.cu kernels/hopper/hopper.cu
  *   ./hopper_dev            correctness: every case against a float64 CPU reference
  *   ./hopper_dev --bench    + TFLOP/s on the FlashAttention benchmark shapes
+ *   ./hopper_dev --only 64:fp16:full:2048   that one benchmark config alone (for ncu)
  *   (-DHOPPER_VERSION=, -DHOPPER_EXP2_EMU=0..3, -DHOPPER_SMEM_EPILOGUE=1 select the kernel's
  *   variant: NOTES.md; the banner prints them)
  *
@@ -456,7 +457,7 @@ static int correctness() {
 }
 
 /* FlashAttention's benchmark convention: batch x S = 16384 tokens, heads x d = 2048, BSHD. */
-static void bench() {
+static void bench(const char *only) {
     const int tokens = 16384, hidden = 2048;
     const size_t elems = (size_t)tokens * hidden;
     void *q, *k, *v, *o;
@@ -485,6 +486,9 @@ static void bench() {
         for (int d : {128, 64})
             for (int causal = 0; causal < 2; ++causal)
                 for (int S : {512, 1024, 2048, 4096, 8192, 16384}) {
+                    char tag[64];
+                    snprintf(tag, sizeof tag, "%d:%s:%s:%d", d, dt ? "bf16" : "fp16", causal ? "causal" : "full", S);
+                    if (only && strcmp(only, tag) != 0) continue;
                     const int batch = tokens / S, heads = hidden / d;
                     attn_fwd_params p;
                     memset(&p, 0, sizeof p);
@@ -528,11 +532,13 @@ static void bench() {
 
 int main(int argc, char **argv) {
     bool do_bench = false, only_bench = false;
+    const char *only = nullptr; /* one benchmark config, d:dtype:mask:S (e.g. 64:fp16:full:2048), for ncu */
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--bench")) do_bench = true;
         else if (!strcmp(argv[i], "--bench-only")) do_bench = only_bench = true;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) do_bench = only_bench = true, only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--bench | --bench-only]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--bench | --bench-only | --only d:dtype:mask:S]\n", argv[0]);
             return 2;
         }
     }
@@ -541,6 +547,6 @@ int main(int argc, char **argv) {
     printf("hopper dev_test: HOPPER_VERSION %d, HOPPER_EXP2_EMU %d, HOPPER_SMEM_EPILOGUE %d, device %s (sm_%d%d)\n",
            hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, prop.name, prop.major, prop.minor);
     int fails = only_bench ? 0 : exp2_check() + correctness();
-    if (do_bench) bench();
+    if (do_bench) bench(only);
     return fails ? 1 : 0;
 }
