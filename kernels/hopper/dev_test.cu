@@ -35,7 +35,7 @@
 #include "hopper/ptx.cuh"
 
 extern "C" const attn_kernel attn_kernel_hopper;
-extern "C" const int hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue;
+extern "C" const int hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8;
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -478,8 +478,8 @@ static void bench(const char *only) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    printf("\nbenchmark (BSHD, batch x S = %d, heads x d = %d; median of 20, TFLOP/s; version %d, exp2 emu %d, smem epilogue %d)\n",
-           tokens, hidden, hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue);
+    printf("\nbenchmark (BSHD, batch x S = %d, heads x d = %d; median of 20, TFLOP/s; version %d, exp2 emu %d, smem epilogue %d, v8 %d)\n",
+           tokens, hidden, hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8);
     printf("%-5s %-5s %-7s %6s %6s %10s %9s\n", "d", "dtype", "mask", "S", "batch", "time(us)", "TFLOP/s");
     for (attn_dtype dt : {ATTN_F16, ATTN_BF16}) {
         upload(dt);
@@ -544,8 +544,10 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("hopper dev_test: HOPPER_VERSION %d, HOPPER_EXP2_EMU %d, HOPPER_SMEM_EPILOGUE %d, device %s (sm_%d%d)\n",
-           hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, prop.name, prop.major, prop.minor);
+    printf("hopper dev_test: HOPPER_VERSION %d, HOPPER_EXP2_EMU %d, HOPPER_SMEM_EPILOGUE %d, v8 wait boundary %d, "
+           "producer suspend %d, tree max %d, device %s (sm_%d%d)\n",
+           hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8 & 1,
+           (hopper_build_v8 >> 1) & 1, (hopper_build_v8 >> 2) & 1, prop.name, prop.major, prop.minor);
     int fails = only_bench ? 0 : exp2_check() + correctness();
     if (do_bench) bench(only);
     return fails ? 1 : 0;

@@ -100,10 +100,28 @@
 #define HOPPER_SMEM_EPILOGUE 1
 #endif
 
+/* v8 switches (NOTES.md: Nsight Compute of the v5 default, 455c1e9), each independent:
+ * HOPPER_WAIT_BOUNDARY=1: a basic-block boundary between the softmax and the wait for P.V, so
+ *   that ptxas cannot hoist the wait above the softmax (it did: no softmax ran under P.V);
+ * HOPPER_PRODUCER_SUSPEND=1: the producer thread waits for free stages suspended, not spinning
+ *   (its spin loop was ~10 % of the instructions issued at d64);
+ * HOPPER_TREE_MAX=1: the row max of a tile as a pairwise tree (depth log2(BN / 4)) instead of
+ *   a chain of BN / 8 dependent max instructions. */
+#ifndef HOPPER_WAIT_BOUNDARY
+#define HOPPER_WAIT_BOUNDARY 1
+#endif
+#ifndef HOPPER_PRODUCER_SUSPEND
+#define HOPPER_PRODUCER_SUSPEND 1
+#endif
+#ifndef HOPPER_TREE_MAX
+#define HOPPER_TREE_MAX 1
+#endif
+
 /* the version this object was built with (dev_test.cu prints it) */
 extern "C" const int hopper_build_version = HOPPER_VERSION;
 extern "C" const int hopper_build_exp2_emu = HOPPER_EXP2_EMU;
 extern "C" const int hopper_build_smem_epilogue = HOPPER_SMEM_EPILOGUE;
+extern "C" const int hopper_build_v8 = HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2;
 
 namespace {
 
@@ -200,6 +218,18 @@ __device__ __forceinline__ constexpr bool exp2_emulated(int i) {
     return HOPPER_EXP2_EMU == 1 ? i % 4 == 0 : HOPPER_EXP2_EMU == 2 ? i % 2 == 0 : HOPPER_EXP2_EMU == 3 ? i % 8 == 0 : false;
 }
 
+/* the max of m[0 .. W - 1], halving W per level (m is overwritten) */
+template <int W, int N>
+__device__ __forceinline__ float max_tree(float (&m)[N]) {
+    if constexpr (W == 1) {
+        return m[0];
+    } else {
+#pragma unroll
+        for (int i = 0; i < W / 2; ++i) m[i] = fmaxf(m[i], m[i + (W + 1) / 2]);
+        return max_tree<(W + 1) / 2>(m);
+    }
+}
+
 template <typename T> struct Pack;
 template <> struct Pack<__half> {
     static __device__ __forceinline__ uint32_t run(float lo, float hi) {
@@ -235,17 +265,24 @@ __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorM
                                         const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
                                         const Bars<Config<D, CAUSAL>::STAGES> &bar, int kv0, int qi) {
     using C = Config<D, CAUSAL>;
-    if (HOPPER_PERSISTENT) mbar_wait(bar.q_empty(), (qi & 1) ^ 1);
+    /* the producer waits suspended (HOPPER_PRODUCER_SUSPEND) or spinning */
+    auto wait = [](uint32_t b, uint32_t parity) {
+        if (HOPPER_PRODUCER_SUSPEND)
+            mbar_wait_suspend(b, parity, 1000000u);
+        else
+            mbar_wait(b, parity);
+    };
+    if (HOPPER_PERSISTENT) wait(bar.q_empty(), (qi & 1) ^ 1);
     mbar_arrive_expect_tx(bar.q(), C::Q_BYTES);
     load_tile<D, C::PANEL_Q>(sQ, tm_q, bar.q(), a.slots_q, t.q_row0 + t.q_first, t.h, t.q_batch);
     for (int it = 0; it < t.n_max; ++it) {
         const int n = t.n_max - 1 - it, s = (kv0 + it) % C::STAGES;
         const uint32_t phase = ((kv0 + it) / C::STAGES) & 1;
         const int row = t.k_row0 + key_first<C::BN>(a, t, n);
-        mbar_wait(bar.empty_k(s), phase ^ 1);
+        wait(bar.empty_k(s), phase ^ 1);
         mbar_arrive_expect_tx(bar.full_k(s), C::KV_BYTES);
         load_tile<D, C::PANEL_KV>(sK + s * C::KV_BYTES, tm_k, bar.full_k(s), a.slots_k, row, t.hk, t.k_batch);
-        mbar_wait(bar.empty_v(s), phase ^ 1);
+        wait(bar.empty_v(s), phase ^ 1);
         mbar_arrive_expect_tx(bar.full_v(s), C::KV_BYTES);
         load_tile<D, C::PANEL_KV>(sV + s * C::KV_BYTES, tm_v, bar.full_v(s), a.slots_v, row, t.hk, t.k_batch);
     }
@@ -329,8 +366,17 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             float mx = -INFINITY;
+            if (HOPPER_TREE_MAX) {
+                /* BN / 8 pair maxima, halved per level (an odd count carries its middle one to the
+                 * next level): ceil(log2(BN / 8)) dependent steps instead of BN / 8 */
+                float m[BN / 8];
 #pragma unroll
-            for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+                for (int i = 0; i < BN / 8; ++i) m[i] = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
+                mx = max_tree<BN / 8>(m);
+            } else {
+#pragma unroll
+                for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            }
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float m_new = fmaxf(row_max[r], mx * a.scale_log2);
@@ -441,6 +487,12 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             pin(s);
             release(bar.empty_k(st));
             softmax(s, n, needs_mask(n), corr);
+            /* the softmax done before the wait for P.V: pinned (nvcc) and, with
+             * HOPPER_WAIT_BOUNDARY, a block boundary (ptxas puts a wgmma wait at the top of its basic
+             * block: at 455c1e9 the wait for P.V came before every exp2 of the tile, so no softmax
+             * ran under P.V). exp2 never gives s[0] the all-ones NaN the boundary tests for. */
+            pin(s);
+            if (HOPPER_WAIT_BOUNDARY) block_boundary(s[0]);
             wgmma_wait<0>();
             pin(o);
             release(bar.empty_v(prev));

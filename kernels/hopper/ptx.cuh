@@ -43,6 +43,29 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     } while (!done);
 }
 
+/* as mbar_wait, but the thread is suspended in the hardware until the phase completes (or
+ * `ns` nanoseconds pass) instead of spinning: a spinning producer thread takes issue slots
+ * from the consumer warps on its SM sub-partition */
+__device__ __forceinline__ void mbar_wait_suspend(uint32_t bar, uint32_t parity, uint32_t ns) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity), "r"(ns)
+                     : "memory");
+    } while (!done);
+}
+
+/* Ends the basic block here: a branch ptxas cannot drop (on a bit pattern the caller's value
+ * never has; if it had, the branch would only run an empty nanosleep). ptxas schedules a
+ * `wgmma.wait_group` as early as its basic block allows, i.e. above arithmetic that the wait
+ * does not depend on; a block boundary keeps it below that arithmetic. */
+__device__ __forceinline__ void block_boundary(float never) {
+    if (__float_as_uint(never) == 0xFFFFFFFFu) asm volatile("nanosleep.u32 0;\n");
+}
+
 /* ---- TMA ---- */
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
