@@ -45,8 +45,8 @@
 #ifndef HOPPER_VERSION
 #define HOPPER_VERSION 5
 #endif
-#if HOPPER_VERSION < 1 || HOPPER_VERSION > 6
-#error "HOPPER_VERSION must be 1 .. 6"
+#if HOPPER_VERSION < 1 || HOPPER_VERSION > 7
+#error "HOPPER_VERSION must be 1 .. 7"
 #endif
 /* What each version turns on (NOTES.md):
  *   1: in-order tile loop; 2: + intra-warpgroup overlap (S(j) with P.V(j-1));
@@ -54,11 +54,16 @@
  *   4: 3 with wider key tiles for the full mask (BN = 192 at d64, 176 at d128);
  *   5: 4 made persistent (grid = SMs, a static tile scheduler; causal row blocks paired
  *      heaviest with lightest, Q reloaded under the previous tile's last GEMM and epilogue);
- *   6: 5 without the ping-pong (intra-warpgroup overlap only, as 2).
+ *   6: 5 without the ping-pong (intra-warpgroup overlap only, as 2);
+ *   7: 5's tiles and scheduler, but each consumer runs a tile in order (S, softmax, P.V, each
+ *      GEMM waited for) and the ping-pong hands over the exponentials instead of the GEMMs:
+ *      the two warpgroups' exp phases alternate (the MUFU is the scarce unit at d64), and
+ *      one's GEMMs run during the other's exps.
  * 5 keeps 128-key tiles at d64 (measured better than 4's 192 there), 176 at d128 full. */
 #define HOPPER_OVERLAP (HOPPER_VERSION >= 2)
 #define HOPPER_PINGPONG (HOPPER_VERSION >= 3 && HOPPER_VERSION <= 5)
 #define HOPPER_PERSISTENT (HOPPER_VERSION >= 5)
+#define HOPPER_EXP_TURNS (HOPPER_VERSION == 7)
 /* keys per KV tile, per head dim, full mask and causal (versions 4+: FlashAttention-3's choices
  * for BN; a causal block's diagonal wastes more of a wide tile, so causal keeps 128) */
 #ifndef HOPPER_BN_D64
@@ -345,56 +350,63 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         const int kf = key_first<BN>(a, t, n);
         return kf + BN > t.sk || kf < n * BN || (CAUSAL && kf + BN - 1 > t.q_first + t.sk - t.sq);
     };
-    /* Mask (if asked), then the online softmax over tile n's scores: s becomes
-     * 2^(s scale_log2 - max), corr the factor that rescales O and the sums. A row that has seen
-     * no key yet keeps max -inf and subtracts 0 (not -inf: no inf - inf). */
-    auto softmax = [&](float(&s)[BN / 2], int n, bool masked, float(&corr)[2]) {
-        if (masked) {
-            const int kf = key_first<BN>(a, t, n), lo = n * BN;
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int last = CAUSAL ? min(t.sk - 1, q_row + 8 * r + t.sk - t.sq) : t.sk - 1;
-#pragma unroll
-                for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        const int key = kf + 8 * i + 2 * (lane % 4) + j;
-                        if (key < lo || key > last) s[4 * i + 2 * r + j] = -INFINITY;
-                    }
-            }
-        }
+    /* The online softmax over tile n's scores, in three steps (version 7 runs the
+     * exponentials apart): mask_tile (where needs_mask), row_stats per row (the tile's max,
+     * the new running max, corr = the factor that rescales O and the sums; returns the max to
+     * subtract), row_exp per row (s becomes 2^(s scale_log2 - max), the sums are updated). A row
+     * that has seen no key yet keeps max -inf and subtracts 0 (not -inf: no inf - inf). */
+    auto mask_tile = [&](float(&s)[BN / 2], int n) {
+        const int kf = key_first<BN>(a, t, n), lo = n * BN;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float mx = -INFINITY;
-            if (HOPPER_TREE_MAX) {
-                /* BN / 8 pair maxima, halved per level (an odd count carries its middle one to the
-                 * next level): ceil(log2(BN / 8)) dependent steps instead of BN / 8 */
-                float m[BN / 8];
-#pragma unroll
-                for (int i = 0; i < BN / 8; ++i) m[i] = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
-                mx = max_tree<BN / 8>(m);
-            } else {
-#pragma unroll
-                for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-            }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(row_max[r], mx * a.scale_log2);
-            const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-            corr[r] = exp2_approx(row_max[r] - m_use);
-            row_max[r] = m_new;
-            float sum = 0.0f;
+            const int last = CAUSAL ? min(t.sk - 1, q_row + 8 * r + t.sk - t.sq) : t.sk - 1;
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
-                    float &x = s[4 * i + 2 * r + j];
-                    const float e = fmaf(x, a.scale_log2, -m_use);
-                    x = exp2_emulated(i) ? exp2_poly(e) : exp2_approx(e);
-                    sum += x;
+                    const int key = kf + 8 * i + 2 * (lane % 4) + j;
+                    if (key < lo || key > last) s[4 * i + 2 * r + j] = -INFINITY;
                 }
-            row_sum[r] = row_sum[r] * corr[r] + sum;
         }
+    };
+    auto row_stats = [&](const float(&s)[BN / 2], int r, float(&corr)[2]) {
+        float mx = -INFINITY;
+        if (HOPPER_TREE_MAX) {
+            /* BN / 8 pair maxima, halved per level (an odd count carries its middle one to the
+             * next level): ceil(log2(BN / 8)) dependent steps instead of BN / 8 */
+            float m[BN / 8];
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) m[i] = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
+            mx = max_tree<BN / 8>(m);
+        } else {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(row_max[r], mx * a.scale_log2);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        corr[r] = exp2_approx(row_max[r] - m_use);
+        row_max[r] = m_new;
+        return m_use;
+    };
+    auto row_exp = [&](float(&s)[BN / 2], int r, float m_use, const float(&corr)[2]) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                float &x = s[4 * i + 2 * r + j];
+                const float e = fmaf(x, a.scale_log2, -m_use);
+                x = exp2_emulated(i) ? exp2_poly(e) : exp2_approx(e);
+                sum += x;
+            }
+        row_sum[r] = row_sum[r] * corr[r] + sum;
+    };
+    auto softmax = [&](float(&s)[BN / 2], int n, bool masked, float(&corr)[2]) {
+        if (masked) mask_tile(s, n);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) row_exp(s, r, row_stats(s, r, corr), corr);
     };
     auto rescale_o = [&](const float(&corr)[2]) {
 #pragma unroll
@@ -419,7 +431,48 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         float s[BN / 2];
         uint32_t p[BN / 16][4];
         float corr[2];
-#if !HOPPER_OVERLAP
+#if HOPPER_EXP_TURNS
+        /* Version 7: per tile S = Q.K^T, wait, mask and row maxima, then this warpgroup's turn
+         * of the exponentials (named barriers 1 and 2 as in 3-5: warpgroup 1 opens the first
+         * turn for warpgroup 0 and skips its own last hand-over), rescale O, pack P,
+         * O += P.V, wait. No GEMM is in flight during the softmax: the other warpgroup's are. */
+        auto stage = [&](int it) { return (kv0 + it) % STAGES; };
+        auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
+        if (cw == 1) named_bar_arrive(1, 256);
+        for (int it = 0; it < t.n_max; ++it) {
+            const int n = t.n_max - 1 - it, st = stage(it);
+            mbar_wait(bar.full_k(st), phase(it));
+            wgmma_fence();
+            issue_qk(s, st);
+            wgmma_commit();
+            wgmma_wait<0>();
+            pin(s);
+            release(bar.empty_k(st));
+            if (it == t.n_max - 1) release(bar.q_empty()); /* the tile's last S GEMM is done */
+            if (needs_mask(n)) mask_tile(s, n);
+            const float m0 = row_stats(s, 0, corr), m1 = row_stats(s, 1, corr);
+            /* ptxas moves arithmetic across named barriers within a basic block: block
+             * boundaries keep the exponentials between the barrier's sync and arrive (the
+             * second tests the row sums, which take every exponential of the tile; m0 and the
+             * sums are never the all-ones NaN the boundaries test for) */
+            named_bar_sync(1 + cw, 256);
+            block_boundary(m0);
+            row_exp(s, 0, m0, corr);
+            row_exp(s, 1, m1, corr);
+            pin(s);
+            block_boundary(row_sum[0] + row_sum[1]);
+            if (!(cw == 1 && it == t.n_max - 1)) named_bar_arrive(2 - cw, 256);
+            rescale_o(corr);
+            pack_p(p, s);
+            mbar_wait(bar.full_v(st), phase(it));
+            wgmma_fence();
+            issue_pv(p, st);
+            wgmma_commit();
+            wgmma_wait<0>();
+            pin(o);
+            release(bar.empty_v(st));
+        }
+#elif !HOPPER_OVERLAP
         static_assert(!HOPPER_PERSISTENT, "the persistent versions use the overlapped loop");
         for (int it = 0; it < t.n_max; ++it) {
             const int n = t.n_max - 1 - it, st = (kv0 + it) % STAGES;
