@@ -113,7 +113,7 @@
  * HOPPER_TREE_MAX=1: the row max of a tile as a pairwise tree (depth log2(BN / 4)) instead of
  *   a chain of BN / 8 dependent max instructions. */
 #ifndef HOPPER_WAIT_BOUNDARY
-#define HOPPER_WAIT_BOUNDARY 1
+#define HOPPER_WAIT_BOUNDARY 0
 #endif
 #ifndef HOPPER_PRODUCER_SUSPEND
 #define HOPPER_PRODUCER_SUSPEND 1
@@ -121,12 +121,18 @@
 #ifndef HOPPER_TREE_MAX
 #define HOPPER_TREE_MAX 1
 #endif
+/* HOPPER_DESC_ADD=1: wgmma descriptors by one add from a base made once (desc_add) instead of
+ * make_desc per k-step (~90 uniform-datapath instructions per tile went into them at d64) */
+#ifndef HOPPER_DESC_ADD
+#define HOPPER_DESC_ADD 1
+#endif
 
 /* the version this object was built with (dev_test.cu prints it) */
 extern "C" const int hopper_build_version = HOPPER_VERSION;
 extern "C" const int hopper_build_exp2_emu = HOPPER_EXP2_EMU;
 extern "C" const int hopper_build_smem_epilogue = HOPPER_SMEM_EPILOGUE;
-extern "C" const int hopper_build_v8 = HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2;
+extern "C" const int hopper_build_v8 =
+    HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2 | HOPPER_DESC_ADD << 3;
 
 namespace {
 
@@ -314,12 +320,18 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 
     /* S = Q.K^T of stage s: D / 16 k-steps; within a 128-byte swizzled row, k-step kk of a panel
      * starts 32 kk bytes in (the hardware applies the swizzle to the address it forms) */
+    /* HOPPER_DESC_ADD: the descriptors of Q, K and V stage 0 made once, the others by adding
+     * the byte offset (desc_add) */
+    const uint64_t desc_q = make_desc(q_base, 16, 1024), desc_k = make_desc(sK, 16, 1024),
+                   desc_v = make_desc(sV, C::PANEL_KV, 1024);
     auto issue_qk = [&](float(&s)[BN / 2], int stage) {
         const uint32_t k_base = sK + stage * C::KV_BYTES;
+        const uint64_t dk = desc_add(desc_k, stage * C::KV_BYTES);
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
-            const uint64_t da = make_desc(q_base + (kk / 4) * C::PANEL_Q + (kk % 4) * 32, 16, 1024);
-            const uint64_t db = make_desc(k_base + (kk / 4) * C::PANEL_KV + (kk % 4) * 32, 16, 1024);
+            const uint32_t qo = (kk / 4) * C::PANEL_Q + (kk % 4) * 32, ko = (kk / 4) * C::PANEL_KV + (kk % 4) * 32;
+            const uint64_t da = HOPPER_DESC_ADD ? desc_add(desc_q, qo) : make_desc(q_base + qo, 16, 1024);
+            const uint64_t db = HOPPER_DESC_ADD ? desc_add(dk, ko) : make_desc(k_base + ko, 16, 1024);
             if constexpr (BN == 128)
                 Wgmma<T>::ss_n128(s, da, db, kk);
             else
@@ -330,9 +342,11 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
      * (d contiguous): the leading offset steps to the next 64-column panel */
     auto issue_pv = [&](const uint32_t(&p)[BN / 16][4], int stage) {
         const uint32_t v_base = sV + stage * C::KV_BYTES;
+        const uint64_t dv = desc_add(desc_v, stage * C::KV_BYTES);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
-            const uint64_t db = make_desc(v_base + kk * 16 * 128, C::PANEL_KV, 1024);
+            const uint64_t db =
+                HOPPER_DESC_ADD ? desc_add(dv, kk * 16 * 128) : make_desc(v_base + kk * 16 * 128, C::PANEL_KV, 1024);
             if constexpr (D == 128)
                 Wgmma<T>::rs_n128(o, p[kk], db);
             else

@@ -108,6 +108,10 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lead_bytes
     return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)((lead_bytes & 0x3FFFF) >> 4) << 16 |
            (uint64_t)((stride_bytes & 0x3FFFF) >> 4) << 32 | 1ull << 62;
 }
+/* the descriptor of addr + bytes from addr's: the start address is the low field (addr >> 4,
+ * 14 bits) and shared-memory addresses stay below 2^18, so the sum never carries out of it
+ * (one add instead of make_desc's masks, shifts and ors per k-step) */
+__device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 /* orders this thread's register writes (accumulators, A fragments) before the next wgmma */
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
