@@ -20,7 +20,10 @@
  * tile j is issued together with P.V of j-1); 3 adds a ping-pong between the two consumer
  * warpgroups (named barriers hand the tensor cores over: one issues its GEMMs while the other
  * runs its softmax); 4 widens the full-mask key tiles (BN 192 at d64, 176 at d128), 5 makes 4
- * persistent (one block per SM looping over tiles), 6 is 5 without the ping-pong.
+ * persistent (one block per SM looping over tiles), 6 is 5 without the ping-pong, 7 runs each
+ * consumer's tile in order and ping-pongs the exponentials instead of the GEMMs. ptxas puts a
+ * wgmma wait at the top of its basic block, so in 2-6 the softmax runs after P.V(j-1) too
+ * (HOPPER_WAIT_BOUNDARY restores the overlap; measured slower: NOTES.md, session 9).
  *
  * Tails and variable lengths: a dense tensor is a 4-D tensor map (d, rows, heads, batch), so
  * TMA writes zeros for rows past the sequence. Packed (varlen) tensors are one map over all
