@@ -124,6 +124,16 @@
 #ifndef HOPPER_TREE_MAX
 #define HOPPER_TREE_MAX 1
 #endif
+/* HOPPER_CONSUMERS_D64=3: three consumer warpgroups at d64 (BM = 192 query rows, 512 threads,
+ * consumers at 160 registers), FlashAttention-3's d64 block: the GEMM turns rotate over three
+ * warpgroups, so each has two turns' time for its softmax (d64's exponentials take as long as
+ * its GEMMs). 2: BM = 128, as d128. */
+#ifndef HOPPER_CONSUMERS_D64
+#define HOPPER_CONSUMERS_D64 2
+#endif
+#if HOPPER_CONSUMERS_D64 != 2 && HOPPER_CONSUMERS_D64 != 3
+#error "HOPPER_CONSUMERS_D64 must be 2 or 3"
+#endif
 /* HOPPER_DESC_ADD=1: wgmma descriptors by one add from a base made once (desc_add) instead of
  * make_desc per k-step (~90 uniform-datapath instructions per tile went into them at d64) */
 #ifndef HOPPER_DESC_ADD
@@ -135,7 +145,8 @@ extern "C" const int hopper_build_version = HOPPER_VERSION;
 extern "C" const int hopper_build_exp2_emu = HOPPER_EXP2_EMU;
 extern "C" const int hopper_build_smem_epilogue = HOPPER_SMEM_EPILOGUE;
 extern "C" const int hopper_build_v8 =
-    HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2 | HOPPER_DESC_ADD << 3;
+    HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2 | HOPPER_DESC_ADD << 3 |
+    (HOPPER_CONSUMERS_D64 == 3) << 4;
 
 namespace {
 
@@ -146,10 +157,10 @@ constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 template <int D_, bool CAUSAL_>
 struct Config {
     static constexpr int D = D_;
-    static constexpr int BM = 128;                                 /* query rows per block (tile) */
+    static constexpr int CONSUMERS = D == 64 ? HOPPER_CONSUMERS_D64 : 2; /* warpgroups of 64 query rows */
+    static constexpr int BM = 64 * CONSUMERS;                             /* query rows per block (tile) */
     static constexpr int BN = D == 64 ? (CAUSAL_ ? HOPPER_BN_D64_CAUSAL : HOPPER_BN_D64)
                                       : (CAUSAL_ ? HOPPER_BN_D128_CAUSAL : HOPPER_BN_D128); /* keys per KV tile */
-    static constexpr int CONSUMERS = 2;      /* warpgroups of 64 query rows */
     static constexpr int THREADS = 128 * (1 + CONSUMERS);
     static constexpr int STAGES = D == 64 ? HOPPER_STAGES_D64 : HOPPER_STAGES_D128;
     /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
@@ -167,8 +178,9 @@ struct Config {
     static constexpr int BARS = 2 + 4 * STAGES;
     /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
     static constexpr int SMEM = OFF_BAR + 8 * BARS + 1024;
-    /* registers per thread: the producer warpgroup keeps 24, the consumers take 240 */
-    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+    /* registers per thread: the producer warpgroup keeps 24, the consumers take the rest (240
+     * each of two, 160 each of three) */
+    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = CONSUMERS == 3 ? 160 : 240;
     /* live fragments of a consumer thread: O (D / 2 floats), S (BN / 2 floats), P (BN / 4
      * registers of two dtype values) */
     static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + BN / 4;
@@ -180,8 +192,11 @@ struct Config {
                   "every panel starts on a 1024-byte swizzle pattern");
     static_assert(PANEL_KV >> 4 < (1 << 14), "V's panel stride fits the descriptor's leading byte offset");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "register file: 64 K per SM");
-    static_assert(65536 / THREADS >= PRODUCER_REGS, "launch count (65536 / 384 = 170) covers the producer's");
-    static_assert(CONSUMER_FRAGMENT_REGS + 40 <= CONSUMER_REGS, "fragments + ~40 for addresses and softmax state");
+    static_assert(65536 / THREADS >= PRODUCER_REGS, "launch count (65536 / THREADS) covers the producer's");
+    /* three consumers leave 32 besides the fragments (ptxas -v reports it if that spills) */
+    static_assert(CONSUMER_FRAGMENT_REGS + (CONSUMERS == 3 ? 32 : 40) <= CONSUMER_REGS,
+                  "fragments + ~40 (32 with three consumers) for addresses and softmax state");
+    static_assert(BM <= 256, "a TMA box has at most 256 rows");
 };
 
 /* What the kernel reads besides the tensor maps. */
@@ -455,7 +470,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
          * O += P.V, wait. No GEMM is in flight during the softmax: the other warpgroup's are. */
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
         auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
-        if (cw == 1) named_bar_arrive(1, 256);
+        if (cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
         for (int it = 0; it < t.n_max; ++it) {
             const int n = t.n_max - 1 - it, st = stage(it);
             mbar_wait(bar.full_k(st), phase(it));
@@ -478,7 +493,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             row_exp(s, 1, m1, corr);
             pin(s);
             block_boundary(row_sum[0] + row_sum[1]);
-            if (!(cw == 1 && it == t.n_max - 1)) named_bar_arrive(2 - cw, 256);
+            if (!(cw == C::CONSUMERS - 1 && it == t.n_max - 1)) named_bar_arrive(1 + (cw + 1) % C::CONSUMERS, 256);
             rescale_o(corr);
             pack_p(p, s);
             mbar_wait(bar.full_v(st), phase(it));
@@ -514,19 +529,19 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         }
 #else
         /* Version 2: S of tile it is issued with P.V of tile it - 1, and its softmax runs while
-         * that P.V is on the tensor cores. Version 3: besides, the two consumer warpgroups take
-         * turns to issue (named barriers 1 and 2, 256 threads: one waits, the other arrives),
-         * so one's GEMMs run during the other's softmax. Each warpgroup has n_max + 1 turns;
-         * warpgroup 1 opens the first for warpgroup 0 and skips its own last hand-over, so
-         * that every barrier's arrivals match its waits. */
+         * that P.V is on the tensor cores. Version 3: besides, the consumer warpgroups take
+         * turns to issue (named barrier 1 + w is warpgroup w's, 256 threads: it waits, the one
+         * before it arrives), so one's GEMMs run during the others' softmax. Each warpgroup has
+         * n_max + 1 turns; the last warpgroup opens the first turn for warpgroup 0 and skips its
+         * own last hand-over, so that every barrier's arrivals match its waits. */
         constexpr bool PINGPONG = HOPPER_PINGPONG;
         auto take_turn = [&]() {
             if (PINGPONG) named_bar_sync(1 + cw, 256);
         };
         auto pass_turn = [&](bool last) {
-            if (PINGPONG && !(cw == 1 && last)) named_bar_arrive(2 - cw, 256);
+            if (PINGPONG && !(cw == C::CONSUMERS - 1 && last)) named_bar_arrive(1 + (cw + 1) % C::CONSUMERS, 256);
         };
-        if (PINGPONG && cw == 1) named_bar_arrive(1, 256);
+        if (PINGPONG && cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
 
         /* stage and phase of the block's KV tile kv0 + it (persistent: the ring runs on across tiles) */
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
@@ -956,8 +971,9 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
 
     Args a;
     CUtensorMap mq, mk, mv;
+    const uint32_t bm = d == 64 ? Config<64, false>::BM : Config<128, false>::BM; /* Q's box rows: the block's */
     int rc = make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
-                      p->q_batch_stride, Config<64, false>::BM, &a.slots_q);
+                      p->q_batch_stride, bm, &a.slots_q);
     if (rc == ATTN_OK)
         rc = make_map(&mk, p->dtype, p->k, d, rows_k, heads_k, batch_k, p->k_row_stride, p->k_head_stride,
                       p->k_batch_stride, kv_box_rows(d, causal), &a.slots_k);
@@ -973,7 +989,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     a.o_batch_stride = p->o_batch_stride, a.o_head_stride = p->o_head_stride, a.o_row_stride = p->o_row_stride;
     a.batch = p->batch, a.heads = p->heads, a.group = p->heads / heads_k;
     a.seqlen_q = p->seqlen_q, a.seqlen_k = p->seqlen_k;
-    a.m_blocks = (p->seqlen_q + Config<64, false>::BM - 1) / Config<64, false>::BM;
+    a.m_blocks = (p->seqlen_q + bm - 1) / bm;
     a.units = 0;
     a.scale_log2 = p->softmax_scale * 1.4426950408889634f;
 
