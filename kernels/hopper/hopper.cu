@@ -317,16 +317,24 @@ __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorM
     }
 }
 
-/* Consumer warpgroup cw (0 or 1): query rows 64 cw .. 64 cw + 63 of the block. Thread t of the
- * warpgroup (warp w, lane l) holds rows 16 w + l / 4 and that + 8 of them, in every
- * accumulator fragment: element 4 i + 2 r + j is (row 16 w + l / 4 + 8 r, column 8 i + 2 (l % 4)
- * + j). */
+/* the named barrier of the consumer warpgroup after cw (1 + w is warpgroup w's); with two, 2 - cw
+ * as measured before three were possible */
+template <int CONSUMERS>
+__device__ __forceinline__ int next_turn_of(int cw) {
+    return CONSUMERS == 2 ? 2 - cw : 1 + (cw + 1) % CONSUMERS;
+}
+
+/* Consumer warpgroup cw (0 .. CONSUMERS - 1): query rows 64 cw .. 64 cw + 63 of the block.
+ * Thread t of the warpgroup (warp w, lane l) holds rows 16 w + l / 4 and that + 8 of them, in
+ * every accumulator fragment: element 4 i + 2 r + j is (row 16 w + l / 4 + 8 r, column
+ * 8 i + 2 (l % 4) + j). */
 template <typename T, int D, bool CAUSAL>
 __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
                                         const Bars<Config<D, CAUSAL>::STAGES> &bar, int kv0, int qi) {
     using C = Config<D, CAUSAL>;
     constexpr int BN = C::BN, STAGES = C::STAGES;
     const int cw = threadIdx.x / 128 - 1;
+    auto next_turn = [](int w) { return next_turn_of<C::CONSUMERS>(w); };
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
     const int q_row = t.q_first + 64 * cw + 16 * warp + lane / 4; /* this thread's first row (sequence index) */
     const uint32_t q_base = sQ + cw * 64 * 128;                    /* this warpgroup's 64 rows of each Q panel */
@@ -493,7 +501,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             row_exp(s, 1, m1, corr);
             pin(s);
             block_boundary(row_sum[0] + row_sum[1]);
-            if (!(cw == C::CONSUMERS - 1 && it == t.n_max - 1)) named_bar_arrive(1 + (cw + 1) % C::CONSUMERS, 256);
+            if (!(cw == C::CONSUMERS - 1 && it == t.n_max - 1)) named_bar_arrive(next_turn(cw), 256);
             rescale_o(corr);
             pack_p(p, s);
             mbar_wait(bar.full_v(st), phase(it));
@@ -539,7 +547,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             if (PINGPONG) named_bar_sync(1 + cw, 256);
         };
         auto pass_turn = [&](bool last) {
-            if (PINGPONG && !(cw == C::CONSUMERS - 1 && last)) named_bar_arrive(1 + (cw + 1) % C::CONSUMERS, 256);
+            if (PINGPONG && !(cw == C::CONSUMERS - 1 && last)) named_bar_arrive(next_turn(cw), 256);
         };
         if (PINGPONG && cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
 
