@@ -384,6 +384,23 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         __syncwarp();
         if (lane == 0) mbar_arrive(empty);
     };
+    /* versions 1 and 7: a GEMM issued, waited for, and its stage's K or V released */
+    auto qk_in_order = [&](float(&s)[BN / 2], int stage) {
+        wgmma_fence();
+        issue_qk(s, stage);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(s);
+        release(bar.empty_k(stage));
+    };
+    auto pv_in_order = [&](const uint32_t(&p)[BN / 16][4], int stage) {
+        wgmma_fence();
+        issue_pv(p, stage);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(o);
+        release(bar.empty_v(stage));
+    };
     /* key tile n needs a mask iff it reaches past the keys, starts before its nominal start (a
      * moved packed tail) or crosses the causal diagonal of the block's first row */
     auto needs_mask = [&](int n) {
@@ -482,12 +499,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         for (int it = 0; it < t.n_max; ++it) {
             const int n = t.n_max - 1 - it, st = stage(it);
             mbar_wait(bar.full_k(st), phase(it));
-            wgmma_fence();
-            issue_qk(s, st);
-            wgmma_commit();
-            wgmma_wait<0>();
-            pin(s);
-            release(bar.empty_k(st));
+            qk_in_order(s, st);
             if (it == t.n_max - 1) release(bar.q_empty()); /* the tile's last S GEMM is done */
             if (needs_mask(n)) mask_tile(s, n);
             const float m0 = row_stats(s, 0, corr), m1 = row_stats(s, 1, corr);
@@ -505,12 +517,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             rescale_o(corr);
             pack_p(p, s);
             mbar_wait(bar.full_v(st), phase(it));
-            wgmma_fence();
-            issue_pv(p, st);
-            wgmma_commit();
-            wgmma_wait<0>();
-            pin(o);
-            release(bar.empty_v(st));
+            pv_in_order(p, st);
         }
 #elif !HOPPER_OVERLAP
         static_assert(!HOPPER_PERSISTENT, "the persistent versions use the overlapped loop");
@@ -518,22 +525,12 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             const int n = t.n_max - 1 - it, st = (kv0 + it) % STAGES;
             const uint32_t phase = ((kv0 + it) / STAGES) & 1;
             mbar_wait(bar.full_k(st), phase);
-            wgmma_fence();
-            issue_qk(s, st);
-            wgmma_commit();
-            wgmma_wait<0>();
-            pin(s);
-            release(bar.empty_k(st));
+            qk_in_order(s, st);
             softmax(s, n, needs_mask(n), corr);
             rescale_o(corr);
             pack_p(p, s);
             mbar_wait(bar.full_v(st), phase);
-            wgmma_fence();
-            issue_pv(p, st);
-            wgmma_commit();
-            wgmma_wait<0>();
-            pin(o);
-            release(bar.empty_v(st));
+            pv_in_order(p, st);
         }
 #else
         /* Version 2: S of tile it is issued with P.V of tile it - 1, and its softmax runs while
