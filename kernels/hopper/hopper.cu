@@ -5,7 +5,8 @@
  *
  * One block of 384 threads computes BM = 128 query rows of one (batch, head): warpgroup 0 is
  * the producer (one thread issues every TMA load; the warpgroup gives its registers away),
- * warpgroups 1 and 2 are consumers of 64 rows each. The Q tile is loaded once; K and V tiles
+ * warpgroups 1 and 2 are consumers of 64 rows each (HOPPER_CONSUMERS_D64=3: 512 threads and
+ * BM = 192 at d64). The Q tile is loaded once; K and V tiles
  * of BN = 128 keys flow through a ring of STAGES stages, each with a full barrier (TMA's
  * transaction count) and an empty barrier (one arrival per consumer warp) for K and for V
  * apart, so that S = Q.K^T can start before V has landed. Per KV tile a consumer issues
@@ -297,7 +298,7 @@ __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorM
     /* the producer waits suspended (HOPPER_PRODUCER_SUSPEND) or spinning */
     auto wait = [](uint32_t b, uint32_t parity) {
         if (HOPPER_PRODUCER_SUSPEND)
-            mbar_wait_suspend(b, parity, 1000000u);
+            mbar_wait_suspend(b, parity, 1000000u); /* woken when the phase completes; 1 ms at most per try */
         else
             mbar_wait(b, parity);
     };
@@ -490,9 +491,9 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         float corr[2];
 #if HOPPER_EXP_TURNS
         /* Version 7: per tile S = Q.K^T, wait, mask and row maxima, then this warpgroup's turn
-         * of the exponentials (named barriers 1 and 2 as in 3-5: warpgroup 1 opens the first
+         * of the exponentials (the named barriers of 3-5: the last warpgroup opens the first
          * turn for warpgroup 0 and skips its own last hand-over), rescale O, pack P,
-         * O += P.V, wait. No GEMM is in flight during the softmax: the other warpgroup's are. */
+         * O += P.V, wait. None of its GEMMs is in flight during its softmax: the others' are. */
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
         auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
         if (cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
@@ -578,9 +579,9 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             release(bar.empty_k(st));
             softmax(s, n, needs_mask(n), corr);
             /* the softmax done before the wait for P.V: pinned (nvcc) and, with
-             * HOPPER_WAIT_BOUNDARY, a block boundary (ptxas puts a wgmma wait at the top of its basic
-             * block: at 455c1e9 the wait for P.V came before every exp2 of the tile, so no softmax
-             * ran under P.V). exp2 never gives s[0] the all-ones NaN the boundary tests for. */
+             * HOPPER_WAIT_BOUNDARY, a block boundary (ptxas puts a wgmma wait at the top of
+             * its basic block: at 455c1e9 the wait for P.V came before every exp2 of the tile,
+             * so no softmax ran under P.V). exp2 never gives s[0] the all-ones NaN tested. */
             pin(s);
             if (HOPPER_WAIT_BOUNDARY) block_boundary(s[0]);
             wgmma_wait<0>();
