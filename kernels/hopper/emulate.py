@@ -4,7 +4,7 @@
 # against a float64 reference. Run: python3 kernels/hopper/emulate.py (numpy; ~1 minute).
 import numpy as np
 BM = 128
-BN = 128  # keys per tile: 128, 176 or 192 (versions 4+); BM and BN are set by the loop at the end
+BN = 128  # keys per tile: 128, 176, 192 or 256; BM and BN are set by the loop at the end
 def ref(q, k, v, scale, causal):
     sq, sk = q.shape[0], k.shape[0]
     o = np.zeros((sq, q.shape[1])); lse = np.full(sq, -np.inf)
@@ -103,8 +103,8 @@ cases = [([1], [1], 0, 0), ([17], [17], 0, 0), ([200], [333], 0, 0), ([333], [20
          ([3, 300], [260, 2], 1, 1)]
 cases += [([385], [385], 0, 0), ([100], [577], 0, 0), ([577], [100], 0, 0), ([3, 400, 0, 190], [200, 1, 385, 193], 1, 1)]
 cases += [([63, 65, 1, 127, 16], [70, 1, 200, 127, 17], 1, 1), ([79], [79], 0, 0)]  # v7 dev_test cases
-# BM 192: three consumer warpgroups at d64 (HOPPER_CONSUMERS_D64=3)
-for BM, BN in ((128, 128), (128, 176), (128, 192), (192, 128)):
+# BM 192: three consumer warpgroups at d64 (HOPPER_CONSUMERS_D64=3); BN 256: version 7 at d64
+for BM, BN in ((128, 128), (128, 176), (128, 192), (128, 256), (192, 128)):
     for lq, lk, pq, pk in cases:
         for causal in (0, 1):
             e = run(lq, lk, pq, pk, causal)

@@ -183,11 +183,13 @@ struct Config {
      * each of two, 160 each of three) */
     static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = CONSUMERS == 3 ? 160 : 240;
     /* live fragments of a consumer thread: O (D / 2 floats), S (BN / 2 floats), P (BN / 4
-     * registers of two dtype values) */
-    static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + BN / 4;
+     * registers of two dtype values); version 7 packs P after its last use of S and issues the
+     * next S after P.V is done, so S and P are never live together there */
+    static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + (HOPPER_EXP_TURNS ? 0 : BN / 4);
 
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
-    static_assert(BN == 128 || BN == 176 || BN == 192, "the S GEMM shapes ptx.cuh has: n128, n176, n192");
+    static_assert(BN == 128 || BN == 176 || BN == 192 || BN == 256,
+                  "the S GEMM shapes ptx.cuh has: n128, n176, n192, n256");
     static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
     static_assert(OFF_K % 1024 == 0 && KV_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 && PANEL_KV % 1024 == 0,
                   "every panel starts on a 1024-byte swizzle pattern");
