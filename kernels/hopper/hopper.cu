@@ -135,6 +135,12 @@
 #if HOPPER_CONSUMERS_D64 != 2 && HOPPER_CONSUMERS_D64 != 3
 #error "HOPPER_CONSUMERS_D64 must be 2 or 3"
 #endif
+/* HOPPER_RESCALE_IN_TURN=1 (versions 2-6): O is rescaled by the last softmax's factor inside
+ * the GEMM turn, between issuing S(j) and P.V(j-1), while S runs on the tensor cores (as
+ * FlashAttention-3 orders it), instead of after the softmax on its critical path */
+#ifndef HOPPER_RESCALE_IN_TURN
+#define HOPPER_RESCALE_IN_TURN 0
+#endif
 /* HOPPER_DESC_ADD=1: wgmma descriptors by one add from a base made once (desc_add) instead of
  * make_desc per k-step (~90 uniform-datapath instructions per tile went into them at d64) */
 #ifndef HOPPER_DESC_ADD
@@ -147,7 +153,7 @@ extern "C" const int hopper_build_exp2_emu = HOPPER_EXP2_EMU;
 extern "C" const int hopper_build_smem_epilogue = HOPPER_SMEM_EPILOGUE;
 extern "C" const int hopper_build_v8 =
     HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2 | HOPPER_DESC_ADD << 3 |
-    (HOPPER_CONSUMERS_D64 == 3) << 4;
+    (HOPPER_CONSUMERS_D64 == 3) << 4 | HOPPER_RESCALE_IN_TURN << 5;
 
 namespace {
 
@@ -573,6 +579,11 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             wgmma_fence();
             issue_qk(s, st);
             wgmma_commit();
+            if (HOPPER_RESCALE_IN_TURN) {
+                /* O by the last softmax's factor while S runs (P.V(it - 2) is done) */
+                rescale_o(corr);
+                wgmma_fence();
+            }
             issue_pv(p, prev);
             wgmma_commit();
             pass_turn(false);
@@ -589,7 +600,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             wgmma_wait<0>();
             pin(o);
             release(bar.empty_v(prev));
-            rescale_o(corr);
+            if (!HOPPER_RESCALE_IN_TURN) rescale_o(corr);
             pack_p(p, s);
         }
         /* every S GEMM of the tile is done: the producer may load the next tile's Q */
@@ -597,6 +608,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         const int last = stage(t.n_max - 1);
         mbar_wait(bar.full_v(last), phase(t.n_max - 1));
         take_turn();
+        if (HOPPER_RESCALE_IN_TURN) rescale_o(corr);
         wgmma_fence();
         issue_pv(p, last);
         wgmma_commit();
