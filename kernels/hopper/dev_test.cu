@@ -545,10 +545,11 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("hopper dev_test: HOPPER_VERSION %d, HOPPER_EXP2_EMU %d, HOPPER_SMEM_EPILOGUE %d, v8 wait boundary %d, "
-           "producer suspend %d, tree max %d, descriptor adds %d, d64 consumers %d, rescale in turn %d, device %s (sm_%d%d)\n",
+           "producer suspend %d, tree max %d, descriptor adds %d, d64 consumers %d (causal %d), rescale in turn %d, device %s (sm_%d%d)\n",
            hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8 & 1,
            (hopper_build_v8 >> 1) & 1, (hopper_build_v8 >> 2) & 1, (hopper_build_v8 >> 3) & 1,
-           (hopper_build_v8 >> 4) & 1 ? 3 : 2, (hopper_build_v8 >> 5) & 1, prop.name, prop.major, prop.minor);
+           (hopper_build_v8 >> 4) & 1 ? 3 : 2,
+           (hopper_build_v8 >> 6) & 1 ? 3 : 2, (hopper_build_v8 >> 5) & 1, prop.name, prop.major, prop.minor);
     int fails = only_bench ? 0 : exp2_check() + correctness();
     if (do_bench) bench(only);
     return fails ? 1 : 0;

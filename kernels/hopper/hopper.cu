@@ -5,8 +5,8 @@
  *
  * One block of 384 threads computes BM = 128 query rows of one (batch, head): warpgroup 0 is
  * the producer (one thread issues every TMA load; the warpgroup gives its registers away),
- * warpgroups 1 and 2 are consumers of 64 rows each (HOPPER_CONSUMERS_D64=3: 512 threads and
- * BM = 192 at d64). The Q tile is loaded once; K and V tiles
+ * warpgroups 1 and 2 are consumers of 64 rows each (d64 without a mask: three consumers, 512
+ * threads, BM = 192). The Q tile is loaded once; K and V tiles
  * of BN = 128 keys flow through a ring of STAGES stages, each with a full barrier (TMA's
  * transaction count) and an empty barrier (one arrival per consumer warp) for K and for V
  * apart, so that S = Q.K^T can start before V has landed. Per KV tile a consumer issues
@@ -125,15 +125,21 @@
 #ifndef HOPPER_TREE_MAX
 #define HOPPER_TREE_MAX 1
 #endif
-/* HOPPER_CONSUMERS_D64=3: three consumer warpgroups at d64 (BM = 192 query rows, 512 threads,
- * consumers at 160 registers), FlashAttention-3's d64 block: the GEMM turns rotate over three
- * warpgroups, so each has two turns' time for its softmax (d64's exponentials take as long as
- * its GEMMs). 2: BM = 128, as d128. */
+/* Consumer warpgroups at d64 (HOPPER_CONSUMERS_D64 without a mask, _CAUSAL with the causal
+ * one): 3 is FlashAttention-3's d64 block, BM = 192 query rows, 512 threads, consumers at 160
+ * registers; the GEMM turns rotate over three warpgroups, so each has two turns' time for its
+ * softmax (d64's exponentials take as long as its GEMMs). 2: BM = 128, as d128. Measured
+ * (NOTES.md, session 10): 3 is +10 % at d64 full; causal loses up to 34 % at S <= 2048 with
+ * it (192-row blocks waste more of the diagonal) and gains only from S = 8192. */
 #ifndef HOPPER_CONSUMERS_D64
-#define HOPPER_CONSUMERS_D64 2
+#define HOPPER_CONSUMERS_D64 3
 #endif
-#if HOPPER_CONSUMERS_D64 != 2 && HOPPER_CONSUMERS_D64 != 3
-#error "HOPPER_CONSUMERS_D64 must be 2 or 3"
+#ifndef HOPPER_CONSUMERS_D64_CAUSAL
+#define HOPPER_CONSUMERS_D64_CAUSAL 2
+#endif
+#if (HOPPER_CONSUMERS_D64 != 2 && HOPPER_CONSUMERS_D64 != 3) || \
+    (HOPPER_CONSUMERS_D64_CAUSAL != 2 && HOPPER_CONSUMERS_D64_CAUSAL != 3)
+#error "HOPPER_CONSUMERS_D64 and HOPPER_CONSUMERS_D64_CAUSAL must be 2 or 3"
 #endif
 /* HOPPER_RESCALE_IN_TURN=1 (versions 2-6): O is rescaled by the last softmax's factor inside
  * the GEMM turn, between issuing S(j) and P.V(j-1), while S runs on the tensor cores (as
@@ -153,7 +159,7 @@ extern "C" const int hopper_build_exp2_emu = HOPPER_EXP2_EMU;
 extern "C" const int hopper_build_smem_epilogue = HOPPER_SMEM_EPILOGUE;
 extern "C" const int hopper_build_v8 =
     HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2 | HOPPER_DESC_ADD << 3 |
-    (HOPPER_CONSUMERS_D64 == 3) << 4 | HOPPER_RESCALE_IN_TURN << 5;
+    (HOPPER_CONSUMERS_D64 == 3) << 4 | HOPPER_RESCALE_IN_TURN << 5 | (HOPPER_CONSUMERS_D64_CAUSAL == 3) << 6;
 
 namespace {
 
@@ -164,7 +170,8 @@ constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 template <int D_, bool CAUSAL_>
 struct Config {
     static constexpr int D = D_;
-    static constexpr int CONSUMERS = D == 64 ? HOPPER_CONSUMERS_D64 : 2; /* warpgroups of 64 query rows */
+    /* warpgroups of 64 query rows */
+    static constexpr int CONSUMERS = D == 64 ? (CAUSAL_ ? HOPPER_CONSUMERS_D64_CAUSAL : HOPPER_CONSUMERS_D64) : 2;
     static constexpr int BM = 64 * CONSUMERS;                             /* query rows per block (tile) */
     static constexpr int BN = D == 64 ? (CAUSAL_ ? HOPPER_BN_D64_CAUSAL : HOPPER_BN_D64)
                                       : (CAUSAL_ ? HOPPER_BN_D128_CAUSAL : HOPPER_BN_D128); /* keys per KV tile */
@@ -938,6 +945,12 @@ int dispatch(const Args &a, bool causal, const CUtensorMap &mq, const CUtensorMa
     return causal ? launch<T, D, true>(a, mq, mk, mv, dev, stream) : launch<T, D, false>(a, mq, mk, mv, dev, stream);
 }
 
+/* the Q tensor map's box rows: the kernel's BM */
+uint32_t q_box_rows(int d, bool causal) {
+    return d == 64 ? (causal ? Config<64, true>::BM : Config<64, false>::BM)
+                   : (causal ? Config<128, true>::BM : Config<128, false>::BM);
+}
+
 /* the K and V tensor maps' box rows: the kernel's BN */
 uint32_t kv_box_rows(int d, bool causal) {
     return d == 64 ? (causal ? Config<64, true>::BN : Config<64, false>::BN)
@@ -991,7 +1004,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
 
     Args a;
     CUtensorMap mq, mk, mv;
-    const uint32_t bm = d == 64 ? Config<64, false>::BM : Config<128, false>::BM; /* Q's box rows: the block's */
+    const uint32_t bm = q_box_rows(d, causal);
     int rc = make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
                       p->q_batch_stride, bm, &a.slots_q);
     if (rc == ATTN_OK)
