@@ -36,6 +36,7 @@
 
 extern "C" const attn_kernel attn_kernel_hopper;
 extern "C" const int hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8;
+extern "C" const int hopper_build_three_from[2];
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -485,7 +486,7 @@ static void bench(const char *only) {
         upload(dt);
         for (int d : {128, 64})
             for (int causal = 0; causal < 2; ++causal)
-                for (int S : {512, 1024, 2048, 4096, 8192, 16384}) {
+                for (int S : {4, 32, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}) {
                     char tag[64];
                     snprintf(tag, sizeof tag, "%d:%s:%s:%d", d, dt ? "bf16" : "fp16", causal ? "causal" : "full", S);
                     if (only && strcmp(only, tag) != 0) continue;
@@ -545,11 +546,11 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("hopper dev_test: HOPPER_VERSION %d, HOPPER_EXP2_EMU %d, HOPPER_SMEM_EPILOGUE %d, v8 wait boundary %d, "
-           "producer suspend %d, tree max %d, descriptor adds %d, d64 consumers %d (causal %d), rescale in turn %d, device %s (sm_%d%d)\n",
+           "producer suspend %d, tree max %d, descriptor adds %d, d64 three consumers from S %d (causal %d), rescale in turn %d, device %s (sm_%d%d)\n",
            hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8 & 1,
            (hopper_build_v8 >> 1) & 1, (hopper_build_v8 >> 2) & 1, (hopper_build_v8 >> 3) & 1,
-           (hopper_build_v8 >> 4) & 1 ? 3 : 2,
-           (hopper_build_v8 >> 6) & 1 ? 3 : 2, (hopper_build_v8 >> 5) & 1, prop.name, prop.major, prop.minor);
+           hopper_build_three_from[0],
+           hopper_build_three_from[1], (hopper_build_v8 >> 5) & 1, prop.name, prop.major, prop.minor);
     int fails = only_bench ? 0 : exp2_check() + correctness();
     if (do_bench) bench(only);
     return fails ? 1 : 0;

@@ -5,8 +5,8 @@
  *
  * One block of 384 threads computes BM = 128 query rows of one (batch, head): warpgroup 0 is
  * the producer (one thread issues every TMA load; the warpgroup gives its registers away),
- * warpgroups 1 and 2 are consumers of 64 rows each (d64 without a mask: three consumers, 512
- * threads, BM = 192). The Q tile is loaded once; K and V tiles
+ * warpgroups 1 and 2 are consumers of 64 rows each (d64 at long sequences: three consumers,
+ * 512 threads, BM = 192). The Q tile is loaded once; K and V tiles
  * of BN = 128 keys flow through a ring of STAGES stages, each with a full barrier (TMA's
  * transaction count) and an empty barrier (one arrival per consumer warp) for K and for V
  * apart, so that S = Q.K^T can start before V has landed. Per KV tile a consumer issues
@@ -125,21 +125,20 @@
 #ifndef HOPPER_TREE_MAX
 #define HOPPER_TREE_MAX 1
 #endif
-/* Consumer warpgroups at d64 (HOPPER_CONSUMERS_D64 without a mask, _CAUSAL with the causal
- * one): 3 is FlashAttention-3's d64 block, BM = 192 query rows, 512 threads, consumers at 160
- * registers; the GEMM turns rotate over three warpgroups, so each has two turns' time for its
- * softmax (d64's exponentials take as long as its GEMMs). 2: BM = 128, as d128. Measured
- * (NOTES.md, session 10): 3 is +10 % at d64 full; causal loses up to 34 % at S <= 2048 with
- * it (192-row blocks waste more of the diagonal) and gains only from S = 8192. */
-#ifndef HOPPER_CONSUMERS_D64
-#define HOPPER_CONSUMERS_D64 3
+/* Consumer warpgroups at d64: three (FlashAttention-3's d64 block: BM = 192 query rows, 512
+ * threads, consumers at 160 registers; the GEMM turns rotate over three warpgroups, so each
+ * has two turns' time for its softmax, which at d64 takes as long as its GEMMs) from
+ * seqlen_q = HOPPER_D64_THREE_FROM (no mask) or HOPPER_D64_THREE_FROM_CAUSAL; two below (BM =
+ * 128, as d128). Measured (NOTES.md, session 10): three is 5-14 % faster at d64 full from S =
+ * 512 but 7-30 % slower at S <= 128 (one block's rows are mostly empty); with the causal mask
+ * it loses up to 34 % at S <= 2048 (192-row blocks waste more of the diagonal) and gains 5-15 %
+ * from S = 8192. Causal stays at two: the correctness matrix has no S_q past 2048 to check a
+ * path chosen from 8192 on. 0: always three; 1 << 30: always two. */
+#ifndef HOPPER_D64_THREE_FROM
+#define HOPPER_D64_THREE_FROM 512
 #endif
-#ifndef HOPPER_CONSUMERS_D64_CAUSAL
-#define HOPPER_CONSUMERS_D64_CAUSAL 2
-#endif
-#if (HOPPER_CONSUMERS_D64 != 2 && HOPPER_CONSUMERS_D64 != 3) || \
-    (HOPPER_CONSUMERS_D64_CAUSAL != 2 && HOPPER_CONSUMERS_D64_CAUSAL != 3)
-#error "HOPPER_CONSUMERS_D64 and HOPPER_CONSUMERS_D64_CAUSAL must be 2 or 3"
+#ifndef HOPPER_D64_THREE_FROM_CAUSAL
+#define HOPPER_D64_THREE_FROM_CAUSAL (1 << 30)
 #endif
 /* HOPPER_RESCALE_IN_TURN=1 (versions 2-6): O is rescaled by the last softmax's factor inside
  * the GEMM turn, between issuing S(j) and P.V(j-1), while S runs on the tensor cores (as
@@ -159,7 +158,8 @@ extern "C" const int hopper_build_exp2_emu = HOPPER_EXP2_EMU;
 extern "C" const int hopper_build_smem_epilogue = HOPPER_SMEM_EPILOGUE;
 extern "C" const int hopper_build_v8 =
     HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2 | HOPPER_DESC_ADD << 3 |
-    (HOPPER_CONSUMERS_D64 == 3) << 4 | HOPPER_RESCALE_IN_TURN << 5 | (HOPPER_CONSUMERS_D64_CAUSAL == 3) << 6;
+    HOPPER_RESCALE_IN_TURN << 5;
+extern "C" const int hopper_build_three_from[2] = {HOPPER_D64_THREE_FROM, HOPPER_D64_THREE_FROM_CAUSAL};
 
 namespace {
 
@@ -167,11 +167,10 @@ using namespace hopper_ptx;
 
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
-template <int D_, bool CAUSAL_>
+template <int D_, bool CAUSAL_, int CONSUMERS_>
 struct Config {
     static constexpr int D = D_;
-    /* warpgroups of 64 query rows */
-    static constexpr int CONSUMERS = D == 64 ? (CAUSAL_ ? HOPPER_CONSUMERS_D64_CAUSAL : HOPPER_CONSUMERS_D64) : 2;
+    static constexpr int CONSUMERS = CONSUMERS_; /* warpgroups of 64 query rows: 2, or 3 at d64 */
     static constexpr int BM = 64 * CONSUMERS;                             /* query rows per block (tile) */
     static constexpr int BN = D == 64 ? (CAUSAL_ ? HOPPER_BN_D64_CAUSAL : HOPPER_BN_D64)
                                       : (CAUSAL_ ? HOPPER_BN_D128_CAUSAL : HOPPER_BN_D128); /* keys per KV tile */
@@ -201,6 +200,7 @@ struct Config {
     static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + (HOPPER_EXP_TURNS ? 0 : BN / 4);
 
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
+    static_assert(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64), "three consumers at d64 only");
     static_assert(BN == 128 || BN == 176 || BN == 192 || BN == 256,
                   "the S GEMM shapes ptx.cuh has: n128, n176, n192, n256");
     static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
@@ -305,11 +305,11 @@ struct Bars {
  * into the next stage of the ring once the consumers have released it. kv0: KV tiles this
  * block loaded before (the ring's position); qi: Q tiles loaded before (persistent: the Q
  * buffer is reloaded once the consumers have released it). */
-template <int D, bool CAUSAL>
+template <int D, bool CAUSAL, int NC>
 __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                         const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL>::STAGES> &bar, int kv0, int qi) {
-    using C = Config<D, CAUSAL>;
+                                        const Bars<Config<D, CAUSAL, NC>::STAGES> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL, NC>;
     /* the producer waits suspended (HOPPER_PRODUCER_SUSPEND) or spinning */
     auto wait = [](uint32_t b, uint32_t parity) {
         if (HOPPER_PRODUCER_SUSPEND)
@@ -344,10 +344,10 @@ __device__ __forceinline__ int next_turn_of(int cw) {
  * Thread t of the warpgroup (warp w, lane l) holds rows 16 w + l / 4 and that + 8 of them, in
  * every accumulator fragment: element 4 i + 2 r + j is (row 16 w + l / 4 + 8 r, column
  * 8 i + 2 (l % 4) + j). */
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, int NC>
 __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL>::STAGES> &bar, int kv0, int qi) {
-    using C = Config<D, CAUSAL>;
+                                        const Bars<Config<D, CAUSAL, NC>::STAGES> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL, NC>;
     constexpr int BN = C::BN, STAGES = C::STAGES;
     const int cw = threadIdx.x / 128 - 1;
     auto next_turn = [](int w) { return next_turn_of<C::CONSUMERS>(w); };
@@ -700,9 +700,9 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 
 /* The tile of row block mb (rows mb BM ..) of query head h, sequence b; false when the
  * block starts past its (packed) sequence's end: nothing to do. */
-template <int D, bool CAUSAL>
+template <int D, bool CAUSAL, int NC>
 __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, Tile &t) {
-    using C = Config<D, CAUSAL>;
+    using C = Config<D, CAUSAL, NC>;
     t.h = h, t.b = b, t.hk = h / a.group;
     t.sq = a.seqlen_q, t.sk = a.seqlen_k, t.q_row0 = 0, t.k_row0 = 0, t.q_batch = b, t.k_batch = b;
     if (a.cu_q) t.q_row0 = a.cu_q[b], t.sq = a.cu_q[b + 1] - t.q_row0, t.q_batch = 0;
@@ -724,7 +724,7 @@ __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, T
  * row blocks (M - 1 - p, p) of one (head, sequence), heaviest first, so that every unit costs
  * about M + 1 KV tiles (the middle block of an odd M alone) and the static round-robin over
  * units stays balanced; the pairs of a head are again adjacent. */
-template <int D, bool CAUSAL>
+template <int D, bool CAUSAL, int NC>
 __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Tile &t) {
     const int M = a.m_blocks;
     int mb;
@@ -737,17 +737,17 @@ __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Til
         if (k && pi == M - 1 - pi) return false;
         mb = k ? pi : M - 1 - pi, bh = u / P;
     }
-    return make_tile<D, CAUSAL>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
+    return make_tile<D, CAUSAL, NC>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
 }
 
 #endif /* sm_90a */
 
-template <typename T, int D, bool CAUSAL>
-__global__ void __launch_bounds__(Config<D, CAUSAL>::THREADS, 1)
+template <typename T, int D, bool CAUSAL, int NC>
+__global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const Args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = Config<D, CAUSAL>;
+    using C = Config<D, CAUSAL, NC>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const Bars<C::STAGES> bar{smem + C::OFF_BAR};
@@ -755,7 +755,7 @@ __global__ void __launch_bounds__(Config<D, CAUSAL>::THREADS, 1)
 #if !HOPPER_PERSISTENT
     /* heaviest row blocks first (causal: the last rows see the most keys) */
     Tile t;
-    if (!make_tile<D, CAUSAL>(a, a.m_blocks - 1 - (int)blockIdx.x, blockIdx.y, blockIdx.z, t))
+    if (!make_tile<D, CAUSAL, NC>(a, a.m_blocks - 1 - (int)blockIdx.x, blockIdx.y, blockIdx.z, t))
         return; /* a shorter packed sequence: the whole block leaves */
 #endif
 
@@ -783,12 +783,12 @@ __global__ void __launch_bounds__(Config<D, CAUSAL>::THREADS, 1)
             for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
                 for (int k = 0; k < 2; ++k) {
                     Tile t;
-                    if (!unit_tile<D, CAUSAL>(a, u, k, t) || t.n_max == 0) continue;
-                    produce<D, CAUSAL>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
+                    if (!unit_tile<D, CAUSAL, NC>(a, u, k, t) || t.n_max == 0) continue;
+                    produce<D, CAUSAL, NC>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                     kv += t.n_max, ++qi;
                 }
 #else
-            if (t.n_max > 0) produce<D, CAUSAL>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, 0, 0);
+            if (t.n_max > 0) produce<D, CAUSAL, NC>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, 0, 0);
 #endif
         }
     } else {
@@ -798,12 +798,12 @@ __global__ void __launch_bounds__(Config<D, CAUSAL>::THREADS, 1)
         for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
             for (int k = 0; k < 2; ++k) {
                 Tile t;
-                if (!unit_tile<D, CAUSAL>(a, u, k, t)) continue;
-                consume<T, D, CAUSAL>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
+                if (!unit_tile<D, CAUSAL, NC>(a, u, k, t)) continue;
+                consume<T, D, CAUSAL, NC>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                 if (t.n_max > 0) kv += t.n_max, ++qi;
             }
 #else
-        consume<T, D, CAUSAL>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, 0, 0);
+        consume<T, D, CAUSAL, NC>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, 0, 0);
 #endif
     }
 #endif
@@ -905,11 +905,11 @@ int make_map(CUtensorMap *map, attn_dtype dtype, const void *ptr, int d, uint64_
     return n;
 }
 
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, int NC>
 int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
            cudaStream_t stream) {
-    using C = Config<D, CAUSAL>;
-    auto kernel = hopper_fwd_kernel<T, D, CAUSAL>;
+    using C = Config<D, CAUSAL, NC>;
+    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC>;
     /* once per instantiation and device: the kernel must have sm_90a code (a build without it
      * has an empty body), and its shared-memory limit is raised (a property of the function in
      * that device's context) */
@@ -939,22 +939,25 @@ int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CU
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
+/* consumer warpgroups of the block for this problem (HOPPER_D64_THREE_FROM) */
+int consumers(int d, bool causal, int seqlen_q) {
+    return d == 64 && seqlen_q >= (causal ? HOPPER_D64_THREE_FROM_CAUSAL : HOPPER_D64_THREE_FROM) ? 3 : 2;
+}
+
 template <typename T, int D>
-int dispatch(const Args &a, bool causal, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
-             cudaStream_t stream) {
-    return causal ? launch<T, D, true>(a, mq, mk, mv, dev, stream) : launch<T, D, false>(a, mq, mk, mv, dev, stream);
+int dispatch(const Args &a, bool causal, int nc, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv,
+             int dev, cudaStream_t stream) {
+    if constexpr (D == 64)
+        if (nc == 3)
+            return causal ? launch<T, D, true, 3>(a, mq, mk, mv, dev, stream)
+                          : launch<T, D, false, 3>(a, mq, mk, mv, dev, stream);
+    return causal ? launch<T, D, true, 2>(a, mq, mk, mv, dev, stream) : launch<T, D, false, 2>(a, mq, mk, mv, dev, stream);
 }
 
-/* the Q tensor map's box rows: the kernel's BM */
-uint32_t q_box_rows(int d, bool causal) {
-    return d == 64 ? (causal ? Config<64, true>::BM : Config<64, false>::BM)
-                   : (causal ? Config<128, true>::BM : Config<128, false>::BM);
-}
-
-/* the K and V tensor maps' box rows: the kernel's BN */
+/* the K and V tensor maps' box rows: the kernel's BN (the same for two and three consumers) */
 uint32_t kv_box_rows(int d, bool causal) {
-    return d == 64 ? (causal ? Config<64, true>::BN : Config<64, false>::BN)
-                   : (causal ? Config<128, true>::BN : Config<128, false>::BN);
+    return d == 64 ? (causal ? Config<64, true, 2>::BN : Config<64, false, 2>::BN)
+                   : (causal ? Config<128, true, 2>::BN : Config<128, false, 2>::BN);
 }
 
 bool aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
@@ -1004,7 +1007,8 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
 
     Args a;
     CUtensorMap mq, mk, mv;
-    const uint32_t bm = q_box_rows(d, causal);
+    const int nc = consumers(d, causal, p->seqlen_q);
+    const uint32_t bm = 64 * nc; /* Q's box rows: the block's (Config::BM) */
     int rc = make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
                       p->q_batch_stride, bm, &a.slots_q);
     if (rc == ATTN_OK)
@@ -1027,10 +1031,10 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     a.scale_log2 = p->softmax_scale * 1.4426950408889634f;
 
     if (p->dtype == ATTN_BF16)
-        return d == 64 ? dispatch<__nv_bfloat16, 64>(a, causal, mq, mk, mv, dev, stream)
-                       : dispatch<__nv_bfloat16, 128>(a, causal, mq, mk, mv, dev, stream);
-    return d == 64 ? dispatch<__half, 64>(a, causal, mq, mk, mv, dev, stream)
-                   : dispatch<__half, 128>(a, causal, mq, mk, mv, dev, stream);
+        return d == 64 ? dispatch<__nv_bfloat16, 64>(a, causal, nc, mq, mk, mv, dev, stream)
+                       : dispatch<__nv_bfloat16, 128>(a, causal, nc, mq, mk, mv, dev, stream);
+    return d == 64 ? dispatch<__half, 64>(a, causal, nc, mq, mk, mv, dev, stream)
+                   : dispatch<__half, 128>(a, causal, nc, mq, mk, mv, dev, stream);
 }
 
 constexpr int kHeadDims[] = {64, 128, 0};
