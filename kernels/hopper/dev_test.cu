@@ -5,11 +5,9 @@
  *   ./hopper_dev            correctness: every case against a float64 CPU reference
  *   ./hopper_dev --bench    + TFLOP/s on the FlashAttention benchmark shapes
  *   ./hopper_dev --only 64:fp16:full:2048   that one benchmark config alone (for ncu)
- *   (-DHOPPER_VERSION=, -DHOPPER_EXP2_EMU=0..3, -DHOPPER_SMEM_EPILOGUE=1 select the kernel's
- *   variant: NOTES.md; the banner prints them)
+ *   (-DHOPPER_WAIT_BOUNDARY=1, -DHOPPER_D64_THREE_FROM=N select the kernel's variant: hopper.cu;
+ *   the banner prints them; variants.sh builds and times several side by side)
  *
- * First, whatever the build: the software exp2 of HOPPER_EXP2_EMU against exp2 in double
- * (exp2_check: 2^20 inputs over [-130, 0] and special ones; relative error < 2^-14, 0 below -126).
  * Correctness: random N(0, 1) inputs (fixed seed) in fp16 / bf16, outputs poisoned with a NaN
  * pattern, inputs followed by NaN guard rows (a read past a tensor shows up as NaN), padding
  * and guards of O and the LSE checked unchanged afterwards (a write outside the problem shows),
@@ -35,8 +33,7 @@
 #include "hopper/ptx.cuh"
 
 extern "C" const attn_kernel attn_kernel_hopper;
-extern "C" const int hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8;
-extern "C" const int hopper_build_three_from[2];
+extern "C" const int hopper_build_wait_boundary, hopper_build_three_from[2];
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -342,59 +339,6 @@ static std::vector<int> lens40(int r) {
     return v;
 }
 
-/* The software exp2 of HOPPER_EXP2_EMU (hopper_ptx::exp2_poly) on the device, whatever the
- * build's setting: 2^20 inputs evenly over [-130, 0] plus special ones, against exp2 in double:
- * relative error < 2^-14 where 2^x >= 2^-126, exactly 0 below -126 (as ex2.approx.ftz: its
- * subnormal results are flushed), and 2^0 = 1 exactly. ex2.approx.ftz's own error is printed
- * beside it. Returns the number of failures (0 or 1). */
-__global__ void exp2_check_kernel(const float *x, float *y_poly, float *y_mufu, int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y_poly[i] = hopper_ptx::exp2_poly(x[i]), y_mufu[i] = hopper_ptx::exp2_approx(x[i]);
-}
-static int exp2_check() {
-    std::vector<float> x;
-    const int n_sweep = 1 << 20;
-    for (int i = 0; i < n_sweep; ++i) x.push_back((float)(-130.0 + 130.0 * i / (n_sweep - 1)));
-    for (int e = -40; e <= 0; ++e) x.push_back(-ldexpf(1.0f, e)), x.push_back(-ldexpf(1.5f, e)); /* tiny negatives */
-    const float special[] = {0.0f, -0.0f, -INFINITY, -126.0f, -126.5f, -127.0f, -127.5f, -128.0f, -149.0f, -200.0f, -1e30f,
-                             -1.0f, -0.5f, -125.999f, nextafterf(-126.0f, 0.0f), nextafterf(-126.0f, -200.0f)};
-    for (float v : special) x.push_back(v);
-    const int n = (int)x.size();
-    float *dx, *dp, *dm;
-    CK(cudaMalloc(&dx, n * 4));
-    CK(cudaMalloc(&dp, n * 4));
-    CK(cudaMalloc(&dm, n * 4));
-    CK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
-    exp2_check_kernel<<<(n + 255) / 256, 256>>>(dx, dp, dm, n);
-    CK(cudaGetLastError());
-    std::vector<float> yp(n), ym(n);
-    CK(cudaMemcpy(yp.data(), dp, n * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(ym.data(), dm, n * 4, cudaMemcpyDeviceToHost));
-    CK(cudaFree(dx));
-    CK(cudaFree(dp));
-    CK(cudaFree(dm));
-    double err_p = 0, err_m = 0;
-    int bad = 0, mufu_differs_zero = 0;
-    for (int i = 0; i < n; ++i) {
-        if (x[i] < -126.0f) { /* ftz: 0 */
-            if (yp[i] != 0.0f) {
-                if (bad++ < 5) printf("exp2_poly(%.9g) = %.9g, expected 0\n", x[i], yp[i]);
-            }
-            mufu_differs_zero += ym[i] != 0.0f;
-            continue;
-        }
-        const double ref = exp2((double)x[i]);
-        err_p = std::max(err_p, fabs(yp[i] / ref - 1.0));
-        err_m = std::max(err_m, fabs(ym[i] / ref - 1.0));
-    }
-    const float one = yp[n - (int)(sizeof special / sizeof *special)]; /* x = 0 */
-    const bool pass = bad == 0 && err_p < ldexp(1.0, -14) && one == 1.0f;
-    printf("%s  exp2_poly on %d inputs in [-130, 0] + specials: max rel err %.3e (2^%.2f; limit 2^-14), "
-           "ex2.approx.ftz %.3e (2^%.2f); 2^0 = %.9g; below -126: %d nonzero (ex2.approx: %d)\n",
-           pass ? "PASS" : "FAIL", n, err_p, log2(err_p), err_m, log2(err_m), one, bad, mufu_differs_zero);
-    return pass ? 0 : 1;
-}
-
 static int correctness() {
     std::vector<Case> cases = {
         {"1x1 q1 k1", 1, 1, 1, 1, 1, BHSD, {}, {}, 1},
@@ -414,17 +358,19 @@ static int correctness() {
         {"varlen q{17,0,129,256} k{300,40,0,200}", 0, 2, 1, 0, 0, BSHD, {17, 0, 129, 256}, {300, 40, 0, 200}, 1},
         {"varlen q{100,7,250} k dense 180", 0, 2, 2, 0, 180, BSHD, {100, 7, 250}, {}, 1},
         {"varlen q dense 150 k{1,260,129}", 0, 4, 2, 150, 0, BSHD, {}, {1, 260, 129}, 1},
-        /* key tails of 1 and 191 keys past a 192-key tile (versions 4+ at d64) */
+        /* tails of 1 and 191 past a 192-row block or key tile (three consumers at d64 from
+         * S_q = 512: q577 is 3 x 192 + 1) */
         {"1x2 q385 k385", 1, 2, 2, 385, 385, BHSD, {}, {}, 1},
         {"1x1 q100 k577 bshd", 1, 1, 1, 100, 577, BSHD, {}, {}, 1},
         {"1x1 q577 k100 bshd", 1, 1, 1, 577, 100, BSHD, {}, {}, 1},
-        /* persistent versions: more work units than SMs (several per block, odd row-block
+        {"2x2 q767 k385", 2, 2, 2, 767, 385, BHSD, {}, {}, 1},
+        {"varlen q{600,1,513} k{300,700,513}", 0, 2, 2, 0, 0, BSHD, {600, 1, 513}, {300, 700, 513}, 1},
+        /* more work units than SMs (several per block, odd row-block
          * count: the causal middle block alone), and packed sequences with empty ones */
         {"persist 4x40 q260 k260 bshd", 4, 40, 40, 260, 260, BSHD, {}, {}, 1},
         {"persist varlen 40 seqs gqa 4/2", 0, 4, 2, 0, 0, BSHD, lens40(0), lens40(3), 1},
-        /* v7 candidates: exponents far below -126 (HOPPER_EXP2_EMU's flush to 0), and rows one
-         * short of / one past a 16-row warp slice and a 64-row warpgroup near sequence ends
-         * (HOPPER_SMEM_EPILOGUE's per-row bounds) */
+        /* exponents far below -126 (flushed to 0), and rows one short of / one past a 16-row
+         * warp slice and a 64-row warpgroup near sequence ends (the epilogue's per-row bounds) */
         {"1x2 q300 k300 scale x16", 1, 2, 2, 300, 300, BHSD, {}, {}, 16},
         {"varlen q{63,65,1,127,16} k{70,1,200,127,17}", 0, 2, 2, 0, 0, BSHD, {63, 65, 1, 127, 16}, {70, 1, 200, 127, 17}, 1},
         {"1x3 q79 k79 bshd+pad", 1, 3, 3, 79, 79, BSHD_PAD, {}, {}, 1},
@@ -479,8 +425,9 @@ static void bench(const char *only) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    printf("\nbenchmark (BSHD, batch x S = %d, heads x d = %d; median of 20, TFLOP/s; version %d, exp2 emu %d, smem epilogue %d, v8 %d)\n",
-           tokens, hidden, hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8);
+    printf("\nbenchmark (BSHD, batch x S = %d, heads x d = %d; median of 20, TFLOP/s; wait boundary %d, d64 three "
+           "consumers from S %d (causal %d))\n",
+           tokens, hidden, hopper_build_wait_boundary, hopper_build_three_from[0], hopper_build_three_from[1]);
     printf("%-5s %-5s %-7s %6s %6s %10s %9s\n", "d", "dtype", "mask", "S", "batch", "time(us)", "TFLOP/s");
     for (attn_dtype dt : {ATTN_F16, ATTN_BF16}) {
         upload(dt);
@@ -545,13 +492,10 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("hopper dev_test: HOPPER_VERSION %d, HOPPER_EXP2_EMU %d, HOPPER_SMEM_EPILOGUE %d, v8 wait boundary %d, "
-           "producer suspend %d, tree max %d, descriptor adds %d, d64 three consumers from S %d (causal %d), rescale in turn %d, device %s (sm_%d%d)\n",
-           hopper_build_version, hopper_build_exp2_emu, hopper_build_smem_epilogue, hopper_build_v8 & 1,
-           (hopper_build_v8 >> 1) & 1, (hopper_build_v8 >> 2) & 1, (hopper_build_v8 >> 3) & 1,
-           hopper_build_three_from[0],
-           hopper_build_three_from[1], (hopper_build_v8 >> 5) & 1, prop.name, prop.major, prop.minor);
-    int fails = only_bench ? 0 : exp2_check() + correctness();
+    printf("hopper dev_test: wait boundary %d, d64 three consumers from S %d (causal %d), device %s (sm_%d%d)\n",
+           hopper_build_wait_boundary, hopper_build_three_from[0], hopper_build_three_from[1], prop.name, prop.major,
+           prop.minor);
+    int fails = only_bench ? 0 : correctness();
     if (do_bench) bench(only);
     return fails ? 1 : 0;
 }

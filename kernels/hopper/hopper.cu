@@ -16,15 +16,13 @@
  * from registers, B = V from shared memory, MN-major). Tiles are walked from the last key
  * tile down, so the masked ones come first.
  *
- * HOPPER_VERSION (NOTES.md): 1 runs each tile's two GEMMs and softmax in order; 2 overlaps
- * the softmax of tile j with the P.V GEMM of tile j-1 inside each consumer warpgroup (S of
- * tile j is issued together with P.V of j-1); 3 adds a ping-pong between the two consumer
- * warpgroups (named barriers hand the tensor cores over: one issues its GEMMs while the other
- * runs its softmax); 4 widens the full-mask key tiles (BN 192 at d64, 176 at d128), 5 makes 4
- * persistent (one block per SM looping over tiles), 6 is 5 without the ping-pong, 7 runs each
- * consumer's tile in order and ping-pongs the exponentials instead of the GEMMs. ptxas puts a
- * wgmma wait at the top of its basic block, so in 2-6 the softmax runs after P.V(j-1) too
- * (HOPPER_WAIT_BOUNDARY restores the overlap; measured slower: NOTES.md, session 9).
+ * The two GEMMs of a tile overlap the softmax: S of tile j is issued together with P.V of tile
+ * j-1, and the consumer warpgroups take turns to issue (a ping-pong over named barriers), so
+ * one's GEMMs run during the others' softmax. The grid is persistent: one block per SM loops
+ * over row blocks, causal ones paired heaviest with lightest, and the next Q is loaded under
+ * the previous tile's last GEMM and epilogue. O leaves through shared memory in 16-byte
+ * stores. NOTES.md measures each of these choices and the versions that led to them (their
+ * code is in git history: d6bad4e's hopper.cu has versions 1-7 and every switch).
  *
  * Tails and variable lengths: a dense tensor is a 4-D tensor map (d, rows, heads, batch), so
  * TMA writes zeros for rows past the sequence. Packed (varlen) tensors are one map over all
@@ -44,93 +42,19 @@
 #include "attn_abi.h"
 #include "ptx.cuh"
 
-/* The default: 5 with 128-key tiles at d64 (H100, 2026-11-23, dev test at S <= 2048: 15-21 %
- * over 3 at d64, 2-7 % at d128; 192-key tiles at d64 lost 0-17 % to 128 there) */
-#ifndef HOPPER_VERSION
-#define HOPPER_VERSION 5
-#endif
-#if HOPPER_VERSION < 1 || HOPPER_VERSION > 7
-#error "HOPPER_VERSION must be 1 .. 7"
-#endif
-/* What each version turns on (NOTES.md):
- *   1: in-order tile loop; 2: + intra-warpgroup overlap (S(j) with P.V(j-1));
- *   3: + ping-pong between the two consumer warpgroups;
- *   4: 3 with wider key tiles for the full mask (BN = 192 at d64, 176 at d128);
- *   5: 4 made persistent (grid = SMs, a static tile scheduler; causal row blocks paired
- *      heaviest with lightest, Q reloaded under the previous tile's last GEMM and epilogue);
- *   6: 5 without the ping-pong (intra-warpgroup overlap only, as 2);
- *   7: 5's tiles and scheduler, but each consumer runs a tile in order (S, softmax, P.V, each
- *      GEMM waited for) and the ping-pong hands over the exponentials instead of the GEMMs:
- *      the two warpgroups' exp phases alternate (the MUFU is the scarce unit at d64), and
- *      one's GEMMs run during the other's exps.
- * 5 keeps 128-key tiles at d64 (measured better than 4's 192 there), 176 at d128 full. */
-#define HOPPER_OVERLAP (HOPPER_VERSION >= 2)
-#define HOPPER_PINGPONG (HOPPER_VERSION >= 3 && HOPPER_VERSION <= 5)
-#define HOPPER_PERSISTENT (HOPPER_VERSION >= 5)
-#define HOPPER_EXP_TURNS (HOPPER_VERSION == 7)
-/* keys per KV tile, per head dim, full mask and causal (versions 4+: FlashAttention-3's choices
- * for BN; a causal block's diagonal wastes more of a wide tile, so causal keeps 128) */
-#ifndef HOPPER_BN_D64
-#define HOPPER_BN_D64 (HOPPER_VERSION == 4 || HOPPER_VERSION == 6 ? 192 : 128)
-#endif
-#ifndef HOPPER_BN_D64_CAUSAL
-#define HOPPER_BN_D64_CAUSAL 128
-#endif
-#ifndef HOPPER_BN_D128
-#define HOPPER_BN_D128 (HOPPER_VERSION >= 4 ? 176 : 128)
-#endif
-#ifndef HOPPER_BN_D128_CAUSAL
-#define HOPPER_BN_D128_CAUSAL 128
-#endif
-/* K/V ring depth per head dim (shared memory: see Config) */
-#ifndef HOPPER_STAGES_D64
-#define HOPPER_STAGES_D64 3
-#endif
-#ifndef HOPPER_STAGES_D128
-#define HOPPER_STAGES_D128 2
-#endif
-
-/* v7 candidates (NOTES.md), each independent of the version. Measured on the H100 (dev test,
- * 2026-11-23): the shared-memory epilogue +5-18 % at d128 S <= 2048, within +-4 % at d64 and
- * at long S: on by default; the exp2 offload lost 2-13 % at d128 and gained at most 7 % at
- * d64 (fp16 causal S4096), mostly within +-3 %: off.
- * HOPPER_EXP2_EMU=k: a share of the softmax's exponentials on the FMA pipes (exp2_poly, ptx.cuh)
- * instead of the MUFU: column pairs i (columns 8 i + 2 (l % 4) + {0, 1} of a row) with
- * k = 1: i % 4 == 0 (25 %), k = 2: i % 2 == 0 (50 %), k = 3: i % 8 == 0 (12.5 %); 0: none.
- * HOPPER_SMEM_EPILOGUE=1: O goes through shared memory (2 KB per consumer warp: its 16 rows x 64
- * columns, 128-byte swizzled) and leaves in 16-byte stores, 128 contiguous bytes per row. */
-#ifndef HOPPER_EXP2_EMU
-#define HOPPER_EXP2_EMU 0
-#endif
-#if HOPPER_EXP2_EMU < 0 || HOPPER_EXP2_EMU > 3
-#error "HOPPER_EXP2_EMU must be 0 .. 3"
-#endif
-#ifndef HOPPER_SMEM_EPILOGUE
-#define HOPPER_SMEM_EPILOGUE 1
-#endif
-
-/* v8 switches (NOTES.md: Nsight Compute of the v5 default, 455c1e9), each independent:
- * HOPPER_WAIT_BOUNDARY=1: a basic-block boundary between the softmax and the wait for P.V, so
- *   that ptxas cannot hoist the wait above the softmax (it did: no softmax ran under P.V);
- * HOPPER_PRODUCER_SUSPEND=1: the producer thread waits for free stages suspended, not spinning
- *   (its spin loop was ~10 % of the instructions issued at d64);
- * HOPPER_TREE_MAX=1: the row max of a tile as a pairwise tree (depth log2(BN / 4)) instead of
- *   a chain of BN / 8 dependent max instructions. */
+/* HOPPER_WAIT_BOUNDARY=1: a basic-block boundary between the softmax and the wait for P.V, so
+ * that ptxas cannot hoist the wait above the softmax (it does: no softmax runs under P.V).
+ * Measured -11..0 % at d64 with two consumers (NOTES.md, session 9); off. Not yet measured with
+ * three. */
 #ifndef HOPPER_WAIT_BOUNDARY
 #define HOPPER_WAIT_BOUNDARY 0
-#endif
-#ifndef HOPPER_PRODUCER_SUSPEND
-#define HOPPER_PRODUCER_SUSPEND 1
-#endif
-#ifndef HOPPER_TREE_MAX
-#define HOPPER_TREE_MAX 1
 #endif
 /* Consumer warpgroups at d64: three (FlashAttention-3's d64 block: BM = 192 query rows, 512
  * threads, consumers at 160 registers; the GEMM turns rotate over three warpgroups, so each
  * has two turns' time for its softmax, which at d64 takes as long as its GEMMs) from
  * seqlen_q = HOPPER_D64_THREE_FROM (no mask) or HOPPER_D64_THREE_FROM_CAUSAL; two below (BM =
  * 128, as d128). Measured (NOTES.md, session 10): three is 5-14 % faster at d64 full from S =
- * 512 but 7-30 % slower at S <= 128 (one block's rows are mostly empty); with the causal mask
+ * 512 but 10-50 % slower at S <= 256 (a block's rows are mostly empty); with the causal mask
  * it loses up to 34 % at S <= 2048 (192-row blocks waste more of the diagonal) and gains 5-15 %
  * from S = 8192. Causal stays at two: the correctness matrix has no S_q past 2048 to check a
  * path chosen from 8192 on. 0: always three; 1 << 30: always two. */
@@ -140,25 +64,8 @@
 #ifndef HOPPER_D64_THREE_FROM_CAUSAL
 #define HOPPER_D64_THREE_FROM_CAUSAL (1 << 30)
 #endif
-/* HOPPER_RESCALE_IN_TURN=1 (versions 2-6): O is rescaled by the last softmax's factor inside
- * the GEMM turn, between issuing S(j) and P.V(j-1), while S runs on the tensor cores (as
- * FlashAttention-3 orders it), instead of after the softmax on its critical path */
-#ifndef HOPPER_RESCALE_IN_TURN
-#define HOPPER_RESCALE_IN_TURN 0
-#endif
-/* HOPPER_DESC_ADD=1: wgmma descriptors by one add from a base made once (desc_add) instead of
- * make_desc per k-step (~90 uniform-datapath instructions per tile went into them at d64) */
-#ifndef HOPPER_DESC_ADD
-#define HOPPER_DESC_ADD 1
-#endif
-
-/* the version this object was built with (dev_test.cu prints it) */
-extern "C" const int hopper_build_version = HOPPER_VERSION;
-extern "C" const int hopper_build_exp2_emu = HOPPER_EXP2_EMU;
-extern "C" const int hopper_build_smem_epilogue = HOPPER_SMEM_EPILOGUE;
-extern "C" const int hopper_build_v8 =
-    HOPPER_WAIT_BOUNDARY | HOPPER_PRODUCER_SUSPEND << 1 | HOPPER_TREE_MAX << 2 | HOPPER_DESC_ADD << 3 |
-    HOPPER_RESCALE_IN_TURN << 5;
+/* what this object was built with (dev_test.cu prints it) */
+extern "C" const int hopper_build_wait_boundary = HOPPER_WAIT_BOUNDARY;
 extern "C" const int hopper_build_three_from[2] = {HOPPER_D64_THREE_FROM, HOPPER_D64_THREE_FROM_CAUSAL};
 
 namespace {
@@ -171,21 +78,22 @@ template <int D_, bool CAUSAL_, int CONSUMERS_>
 struct Config {
     static constexpr int D = D_;
     static constexpr int CONSUMERS = CONSUMERS_; /* warpgroups of 64 query rows: 2, or 3 at d64 */
-    static constexpr int BM = 64 * CONSUMERS;                             /* query rows per block (tile) */
-    static constexpr int BN = D == 64 ? (CAUSAL_ ? HOPPER_BN_D64_CAUSAL : HOPPER_BN_D64)
-                                      : (CAUSAL_ ? HOPPER_BN_D128_CAUSAL : HOPPER_BN_D128); /* keys per KV tile */
+    static constexpr int BM = 64 * CONSUMERS; /* query rows per block (tile) */
+    /* keys per KV tile: FlashAttention-3's 176 at d128 without a mask (a causal block's
+     * diagonal wastes more of a wide tile; 192 at d64 measured 0-17 % slower than 128) */
+    static constexpr int BN = D == 128 && !CAUSAL_ ? 176 : 128;
     static constexpr int THREADS = 128 * (1 + CONSUMERS);
-    static constexpr int STAGES = D == 64 ? HOPPER_STAGES_D64 : HOPPER_STAGES_D128;
+    static constexpr int STAGES = D == 64 ? 3 : 2; /* the K/V ring (shared memory: SMEM below) */
     /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
      * the 128-byte swizzle takes) each, the panels of a tile back to back. */
     static constexpr int PANEL_Q = BM * 128, PANEL_KV = BN * 128; /* bytes */
     static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
     static constexpr int OFF_K = Q_BYTES;
     static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
-    /* HOPPER_SMEM_EPILOGUE: 2 KB per consumer warp (16 rows x 64 columns of O, one column
-     * panel at a time) */
+    /* the epilogue's 2 KB per consumer warp (16 rows x 64 columns of O, one column panel at a
+     * time) */
     static constexpr int OFF_O = OFF_V + STAGES * KV_BYTES;
-    static constexpr int O_STAGE_BYTES = HOPPER_SMEM_EPILOGUE ? 4 * CONSUMERS * 2048 : 0;
+    static constexpr int O_STAGE_BYTES = 4 * CONSUMERS * 2048;
     static constexpr int OFF_BAR = OFF_O + O_STAGE_BYTES;
     /* Q full; K full, V full, K empty, V empty per stage; Q empty (persistent) */
     static constexpr int BARS = 2 + 4 * STAGES;
@@ -195,14 +103,12 @@ struct Config {
      * each of two, 160 each of three) */
     static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = CONSUMERS == 3 ? 160 : 240;
     /* live fragments of a consumer thread: O (D / 2 floats), S (BN / 2 floats), P (BN / 4
-     * registers of two dtype values); version 7 packs P after its last use of S and issues the
-     * next S after P.V is done, so S and P are never live together there */
-    static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + (HOPPER_EXP_TURNS ? 0 : BN / 4);
+     * registers of two dtype values) */
+    static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + BN / 4;
 
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64), "three consumers at d64 only");
-    static_assert(BN == 128 || BN == 176 || BN == 192 || BN == 256,
-                  "the S GEMM shapes ptx.cuh has: n128, n176, n192, n256");
+    static_assert(BN == 128 || BN == 176, "the S GEMM shapes ptx.cuh has: n128, n176");
     static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
     static_assert(OFF_K % 1024 == 0 && KV_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 && PANEL_KV % 1024 == 0,
                   "every panel starts on a 1024-byte swizzle pattern");
@@ -258,11 +164,6 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, 
     for (int p = 0; p < D / 64; ++p) tma_load_4d(dst + p * PANEL, map, bar, 64 * p, c1, c2, c3);
 }
 
-/* HOPPER_EXP2_EMU: is column pair i's exponential computed on the FMA pipes? */
-__device__ __forceinline__ constexpr bool exp2_emulated(int i) {
-    return HOPPER_EXP2_EMU == 1 ? i % 4 == 0 : HOPPER_EXP2_EMU == 2 ? i % 2 == 0 : HOPPER_EXP2_EMU == 3 ? i % 8 == 0 : false;
-}
-
 /* the max of m[0 .. W - 1], halving W per level (m is overwritten) */
 template <int W, int N>
 __device__ __forceinline__ float max_tree(float (&m)[N]) {
@@ -310,14 +211,10 @@ __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorM
                                         const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
                                         const Bars<Config<D, CAUSAL, NC>::STAGES> &bar, int kv0, int qi) {
     using C = Config<D, CAUSAL, NC>;
-    /* the producer waits suspended (HOPPER_PRODUCER_SUSPEND) or spinning */
-    auto wait = [](uint32_t b, uint32_t parity) {
-        if (HOPPER_PRODUCER_SUSPEND)
-            mbar_wait_suspend(b, parity, 1000000u); /* woken when the phase completes; 1 ms at most per try */
-        else
-            mbar_wait(b, parity);
-    };
-    if (HOPPER_PERSISTENT) wait(bar.q_empty(), (qi & 1) ^ 1);
+    /* the producer waits suspended, not spinning (its spin loop was ~10 % of the instructions
+     * issued at d64): woken when the phase completes, 1 ms at most per try */
+    auto wait = [](uint32_t b, uint32_t parity) { mbar_wait_suspend(b, parity, 1000000u); };
+    wait(bar.q_empty(), (qi & 1) ^ 1);
     mbar_arrive_expect_tx(bar.q(), C::Q_BYTES);
     load_tile<D, C::PANEL_Q>(sQ, tm_q, bar.q(), a.slots_q, t.q_row0 + t.q_first, t.h, t.q_batch);
     for (int it = 0; it < t.n_max; ++it) {
@@ -362,18 +259,16 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 
     /* S = Q.K^T of stage s: D / 16 k-steps; within a 128-byte swizzled row, k-step kk of a panel
      * starts 32 kk bytes in (the hardware applies the swizzle to the address it forms) */
-    /* HOPPER_DESC_ADD: the descriptors of Q, K and V stage 0 made once, the others by adding
-     * the byte offset (desc_add) */
+    /* the descriptors of Q, K and V stage 0 made once, the others by adding the byte offset
+     * (desc_add: make_desc per k-step took ~90 uniform-datapath instructions per d64 tile) */
     const uint64_t desc_q = make_desc(q_base, 16, 1024), desc_k = make_desc(sK, 16, 1024),
                    desc_v = make_desc(sV, C::PANEL_KV, 1024);
     auto issue_qk = [&](float(&s)[BN / 2], int stage) {
-        const uint32_t k_base = sK + stage * C::KV_BYTES;
         const uint64_t dk = desc_add(desc_k, stage * C::KV_BYTES);
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             const uint32_t qo = (kk / 4) * C::PANEL_Q + (kk % 4) * 32, ko = (kk / 4) * C::PANEL_KV + (kk % 4) * 32;
-            const uint64_t da = HOPPER_DESC_ADD ? desc_add(desc_q, qo) : make_desc(q_base + qo, 16, 1024);
-            const uint64_t db = HOPPER_DESC_ADD ? desc_add(dk, ko) : make_desc(k_base + ko, 16, 1024);
+            const uint64_t da = desc_add(desc_q, qo), db = desc_add(dk, ko);
             if constexpr (BN == 128)
                 Wgmma<T>::ss_n128(s, da, db, kk);
             else
@@ -383,12 +278,10 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     /* O += P.V of stage s: BN / 16 k-steps of 16 keys = 16 rows of 128 bytes; V is MN-major
      * (d contiguous): the leading offset steps to the next 64-column panel */
     auto issue_pv = [&](const uint32_t(&p)[BN / 16][4], int stage) {
-        const uint32_t v_base = sV + stage * C::KV_BYTES;
         const uint64_t dv = desc_add(desc_v, stage * C::KV_BYTES);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
-            const uint64_t db =
-                HOPPER_DESC_ADD ? desc_add(dv, kk * 16 * 128) : make_desc(v_base + kk * 16 * 128, C::PANEL_KV, 1024);
+            const uint64_t db = desc_add(dv, kk * 16 * 128);
             if constexpr (D == 128)
                 Wgmma<T>::rs_n128(o, p[kk], db);
             else
@@ -400,31 +293,13 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         __syncwarp();
         if (lane == 0) mbar_arrive(empty);
     };
-    /* versions 1 and 7: a GEMM issued, waited for, and its stage's K or V released */
-    auto qk_in_order = [&](float(&s)[BN / 2], int stage) {
-        wgmma_fence();
-        issue_qk(s, stage);
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin(s);
-        release(bar.empty_k(stage));
-    };
-    auto pv_in_order = [&](const uint32_t(&p)[BN / 16][4], int stage) {
-        wgmma_fence();
-        issue_pv(p, stage);
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin(o);
-        release(bar.empty_v(stage));
-    };
     /* key tile n needs a mask iff it reaches past the keys, starts before its nominal start (a
      * moved packed tail) or crosses the causal diagonal of the block's first row */
     auto needs_mask = [&](int n) {
         const int kf = key_first<BN>(a, t, n);
         return kf + BN > t.sk || kf < n * BN || (CAUSAL && kf + BN - 1 > t.q_first + t.sk - t.sq);
     };
-    /* The online softmax over tile n's scores, in three steps (version 7 runs the
-     * exponentials apart): mask_tile (where needs_mask), row_stats per row (the tile's max,
+    /* The online softmax over tile n's scores, in three steps: mask_tile (where needs_mask), row_stats per row (the tile's max,
      * the new running max, corr = the factor that rescales O and the sums; returns the max to
      * subtract), row_exp per row (s becomes 2^(s scale_log2 - max), the sums are updated). A row
      * that has seen no key yet keeps max -inf and subtracts 0 (not -inf: no inf - inf). */
@@ -443,18 +318,12 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         }
     };
     auto row_stats = [&](const float(&s)[BN / 2], int r, float(&corr)[2]) {
-        float mx = -INFINITY;
-        if (HOPPER_TREE_MAX) {
-            /* BN / 8 pair maxima, halved per level (an odd count carries its middle one to the
-             * next level): ceil(log2(BN / 8)) dependent steps instead of BN / 8 */
-            float m[BN / 8];
+        /* BN / 8 pair maxima, halved per level (an odd count carries its middle one to the next
+         * level): ceil(log2(BN / 8)) dependent steps instead of BN / 8 */
+        float m[BN / 8];
 #pragma unroll
-            for (int i = 0; i < BN / 8; ++i) m[i] = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
-            mx = max_tree<BN / 8>(m);
-        } else {
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-        }
+        for (int i = 0; i < BN / 8; ++i) m[i] = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
+        float mx = max_tree<BN / 8>(m);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(row_max[r], mx * a.scale_log2);
@@ -471,7 +340,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             for (int j = 0; j < 2; ++j) {
                 float &x = s[4 * i + 2 * r + j];
                 const float e = fmaf(x, a.scale_log2, -m_use);
-                x = exp2_emulated(i) ? exp2_poly(e) : exp2_approx(e);
+                x = exp2_approx(e);
                 sum += x;
             }
         row_sum[r] = row_sum[r] * corr[r] + sum;
@@ -504,65 +373,17 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         float s[BN / 2];
         uint32_t p[BN / 16][4];
         float corr[2];
-#if HOPPER_EXP_TURNS
-        /* Version 7: per tile S = Q.K^T, wait, mask and row maxima, then this warpgroup's turn
-         * of the exponentials (the named barriers of 3-5: the last warpgroup opens the first
-         * turn for warpgroup 0 and skips its own last hand-over), rescale O, pack P,
-         * O += P.V, wait. None of its GEMMs is in flight during its softmax: the others' are. */
-        auto stage = [&](int it) { return (kv0 + it) % STAGES; };
-        auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
-        if (cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
-        for (int it = 0; it < t.n_max; ++it) {
-            const int n = t.n_max - 1 - it, st = stage(it);
-            mbar_wait(bar.full_k(st), phase(it));
-            qk_in_order(s, st);
-            if (it == t.n_max - 1) release(bar.q_empty()); /* the tile's last S GEMM is done */
-            if (needs_mask(n)) mask_tile(s, n);
-            const float m0 = row_stats(s, 0, corr), m1 = row_stats(s, 1, corr);
-            /* ptxas moves arithmetic across named barriers within a basic block: block
-             * boundaries keep the exponentials between the barrier's sync and arrive (the
-             * second tests the row sums, which take every exponential of the tile; m0 and the
-             * sums are never the all-ones NaN the boundaries test for) */
-            named_bar_sync(1 + cw, 256);
-            block_boundary(m0);
-            row_exp(s, 0, m0, corr);
-            row_exp(s, 1, m1, corr);
-            pin(s);
-            block_boundary(row_sum[0] + row_sum[1]);
-            if (!(cw == C::CONSUMERS - 1 && it == t.n_max - 1)) named_bar_arrive(next_turn(cw), 256);
-            rescale_o(corr);
-            pack_p(p, s);
-            mbar_wait(bar.full_v(st), phase(it));
-            pv_in_order(p, st);
-        }
-#elif !HOPPER_OVERLAP
-        static_assert(!HOPPER_PERSISTENT, "the persistent versions use the overlapped loop");
-        for (int it = 0; it < t.n_max; ++it) {
-            const int n = t.n_max - 1 - it, st = (kv0 + it) % STAGES;
-            const uint32_t phase = ((kv0 + it) / STAGES) & 1;
-            mbar_wait(bar.full_k(st), phase);
-            qk_in_order(s, st);
-            softmax(s, n, needs_mask(n), corr);
-            rescale_o(corr);
-            pack_p(p, s);
-            mbar_wait(bar.full_v(st), phase);
-            pv_in_order(p, st);
-        }
-#else
-        /* Version 2: S of tile it is issued with P.V of tile it - 1, and its softmax runs while
-         * that P.V is on the tensor cores. Version 3: besides, the consumer warpgroups take
-         * turns to issue (named barrier 1 + w is warpgroup w's, 256 threads: it waits, the one
-         * before it arrives), so one's GEMMs run during the others' softmax. Each warpgroup has
-         * n_max + 1 turns; the last warpgroup opens the first turn for warpgroup 0 and skips its
-         * own last hand-over, so that every barrier's arrivals match its waits. */
-        constexpr bool PINGPONG = HOPPER_PINGPONG;
-        auto take_turn = [&]() {
-            if (PINGPONG) named_bar_sync(1 + cw, 256);
-        };
+        /* S of tile it is issued with P.V of tile it - 1 (meant to run the softmax while that
+         * P.V is on the tensor cores: see HOPPER_WAIT_BOUNDARY), and the consumer warpgroups
+         * take turns to issue (named barrier 1 + w is warpgroup w's, 256 threads: it waits, the
+         * one before it arrives), so one's GEMMs run during the others' softmax. Each
+         * warpgroup has n_max + 1 turns; the last warpgroup opens the first turn for warpgroup
+         * 0 and skips its own last hand-over, so that every barrier's arrivals match its waits. */
+        auto take_turn = [&]() { named_bar_sync(1 + cw, 256); };
         auto pass_turn = [&](bool last) {
-            if (PINGPONG && !(cw == C::CONSUMERS - 1 && last)) named_bar_arrive(next_turn(cw), 256);
+            if (!(cw == C::CONSUMERS - 1 && last)) named_bar_arrive(next_turn(cw), 256);
         };
-        if (PINGPONG && cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
+        if (cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
 
         /* stage and phase of the block's KV tile kv0 + it (persistent: the ring runs on across tiles) */
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
@@ -586,11 +407,6 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             wgmma_fence();
             issue_qk(s, st);
             wgmma_commit();
-            if (HOPPER_RESCALE_IN_TURN) {
-                /* O by the last softmax's factor while S runs (P.V(it - 2) is done) */
-                rescale_o(corr);
-                wgmma_fence();
-            }
             issue_pv(p, prev);
             wgmma_commit();
             pass_turn(false);
@@ -607,15 +423,14 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             wgmma_wait<0>();
             pin(o);
             release(bar.empty_v(prev));
-            if (!HOPPER_RESCALE_IN_TURN) rescale_o(corr);
+            rescale_o(corr);
             pack_p(p, s);
         }
         /* every S GEMM of the tile is done: the producer may load the next tile's Q */
-        if (HOPPER_PERSISTENT) release(bar.q_empty());
+        release(bar.q_empty());
         const int last = stage(t.n_max - 1);
         mbar_wait(bar.full_v(last), phase(t.n_max - 1));
         take_turn();
-        if (HOPPER_RESCALE_IN_TURN) rescale_o(corr);
         wgmma_fence();
         issue_pv(p, last);
         wgmma_commit();
@@ -623,13 +438,11 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         wgmma_wait<0>();
         pin(o);
         release(bar.empty_v(last));
-#endif
     }
 
     /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 (max + log2 l); rows of a
      * moved packed tile before m0 belong to the previous block, rows past the end to none */
     const int64_t total_q = a.cu_q ? (int64_t)a.cu_q[a.batch] : 0;
-#if HOPPER_SMEM_EPILOGUE
     /* O's row q of this (head, sequence) */
     auto o_row = [&](int q) {
         const int64_t row = a.cu_q ? (int64_t)(t.q_row0 + q) * a.o_row_stride
@@ -637,33 +450,20 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         return static_cast<T *>(a.o) + row + (int64_t)t.h * a.o_head_stride;
     };
     float inv_r[2];
-#endif
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = row_sum[r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
-#if HOPPER_SMEM_EPILOGUE
-        inv_r[r] = inv;
-#endif
+        inv_r[r] = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
         const int q = q_row + 8 * r;
         if (q < t.m0 || q >= t.sq) continue;
-#if !HOPPER_SMEM_EPILOGUE
-        const int64_t row = a.cu_q ? (int64_t)(t.q_row0 + q) * a.o_row_stride
-                                   : (int64_t)t.b * a.o_batch_stride + (int64_t)q * a.o_row_stride;
-        T *orow = static_cast<T *>(a.o) + row + (int64_t)t.h * a.o_head_stride + 2 * (lane % 4);
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i)
-            *reinterpret_cast<uint32_t *>(orow + 8 * i) = Pack<T>::run(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-#endif
         if (a.lse && lane % 4 == 0) {
             const int64_t idx = a.cu_q ? (int64_t)t.h * total_q + t.q_row0 + q
                                        : ((int64_t)t.b * a.heads + t.h) * a.seqlen_q + q;
             a.lse[idx] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
         }
     }
-#if HOPPER_SMEM_EPILOGUE
     /* O through this warp's 2 KB of shared memory, one 64-column panel at a time: the warp's 16
      * rows (local row R = l / 4 + 8 r) x 8 chunks of 16 bytes, chunk c of row R stored at
      * R 128 + 16 (c ^ R % 8) (conflict-free: a fragment store's 8 rows hit 8 different chunks;
@@ -695,7 +495,6 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             __syncwarp();
         }
     }
-#endif
 }
 
 /* The tile of row block mb (rows mb BM ..) of query head h, sequence b; false when the
@@ -752,13 +551,6 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
     const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const Bars<C::STAGES> bar{smem + C::OFF_BAR};
 
-#if !HOPPER_PERSISTENT
-    /* heaviest row blocks first (causal: the last rows see the most keys) */
-    Tile t;
-    if (!make_tile<D, CAUSAL, NC>(a, a.m_blocks - 1 - (int)blockIdx.x, blockIdx.y, blockIdx.z, t))
-        return; /* a shorter packed sequence: the whole block leaves */
-#endif
-
     if (threadIdx.x == 0) {
         mbar_init(bar.q(), 1);
         mbar_init(bar.q_empty(), 4 * C::CONSUMERS);
@@ -778,7 +570,6 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
             prefetch_tensormap(&tm_q);
             prefetch_tensormap(&tm_k);
             prefetch_tensormap(&tm_v);
-#if HOPPER_PERSISTENT
             int kv = 0, qi = 0;
             for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
                 for (int k = 0; k < 2; ++k) {
@@ -787,13 +578,9 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
                     produce<D, CAUSAL, NC>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                     kv += t.n_max, ++qi;
                 }
-#else
-            if (t.n_max > 0) produce<D, CAUSAL, NC>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, 0, 0);
-#endif
         }
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
-#if HOPPER_PERSISTENT
         int kv = 0, qi = 0;
         for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
             for (int k = 0; k < 2; ++k) {
@@ -802,9 +589,6 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
                 consume<T, D, CAUSAL, NC>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                 if (t.n_max > 0) kv += t.n_max, ++qi;
             }
-#else
-        consume<T, D, CAUSAL, NC>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, 0, 0);
-#endif
     }
 #endif
 }
@@ -893,7 +677,7 @@ int make_map(CUtensorMap *map, attn_dtype dtype, const void *ptr, int d, uint64_
 }
 
 /* multiprocessors of device dev (cached for devices 0 .. 63); 0 on an error */
-[[maybe_unused]] int sm_count(int dev) {
+int sm_count(int dev) {
     static std::atomic<int> cache[64];
     if (dev >= 0 && dev < 64) {
         const int c = cache[dev].load(std::memory_order_relaxed);
@@ -923,7 +707,6 @@ int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CU
             return kErr;
         ready.fetch_or(bit, std::memory_order_release);
     }
-#if HOPPER_PERSISTENT
     /* one block per SM (or per unit, when fewer), each looping over units */
     Args pa = a;
     const long long M = a.m_blocks;
@@ -932,10 +715,6 @@ int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CU
     if (sms < 1) return kErr;
     const dim3 grid((unsigned)(pa.units < sms ? pa.units : sms));
     kernel<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, pa);
-#else
-    const dim3 grid(a.m_blocks, a.heads, a.batch);
-    kernel<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, a);
-#endif
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
@@ -992,7 +771,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (!sm90) return ATTN_UNSUPPORTED;
 
     /* TMA: 16-byte aligned bases, strides in multiples of 16 bytes (make_map); O's rows are
-     * written 4 bytes at a time (16 with HOPPER_SMEM_EPILOGUE), held to the same alignment */
+     * written 16 bytes at a time (the epilogue's stores), held to 16-byte alignment */
     const bool packed_q = p->cu_seqlens_q != nullptr, packed_k = p->cu_seqlens_k != nullptr;
     if (!aligned16(p->q) || !aligned16(p->k) || !aligned16(p->v) || !aligned16(p->o)) return ATTN_UNSUPPORTED;
     if (p->o_row_stride % 8 != 0 || p->o_head_stride % 8 != 0 || (!packed_q && p->o_batch_stride % 8 != 0))

@@ -3,7 +3,7 @@
 # correctness, then times them all side by side, ROUNDS times in turn, and prints the median
 # TFLOP/s of each config beside the first variant's (bench_compare.py). On the GPU machine:
 #
-#   kernels/hopper/variants.sh OUT_DIR "def=" "c2=-DHOPPER_D64_THREE_FROM=1073741824" "v7=-DHOPPER_VERSION=7"
+#   kernels/hopper/variants.sh OUT_DIR "def=" "c2=-DHOPPER_D64_THREE_FROM=1073741824" "wb=-DHOPPER_WAIT_BOUNDARY=1"
 #
 # OUT_DIR gets four files: build.log, tests.log (each variant's correctness run), bench.log and
 # compare.md; the binaries go to $TMPDIR (default /tmp). ROUNDS (default 2) and NVCC_ARCH
