@@ -726,10 +726,12 @@ int consumers(int d, bool causal, int seqlen_q) {
 template <typename T, int D>
 int dispatch(const Args &a, bool causal, int nc, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv,
              int dev, cudaStream_t stream) {
-    if constexpr (D == 64)
-        if (nc == 3)
-            return causal ? launch<T, D, true, 3>(a, mq, mk, mv, dev, stream)
-                          : launch<T, D, false, 3>(a, mq, mk, mv, dev, stream);
+    if constexpr (D == 64) {
+        if (nc == 3 && !causal) return launch<T, D, false, 3>(a, mq, mk, mv, dev, stream);
+        /* causal with three consumers is built only where a build asks for it */
+        if constexpr (HOPPER_D64_THREE_FROM_CAUSAL < (1 << 30))
+            if (nc == 3) return launch<T, D, true, 3>(a, mq, mk, mv, dev, stream);
+    }
     return causal ? launch<T, D, true, 2>(a, mq, mk, mv, dev, stream) : launch<T, D, false, 2>(a, mq, mk, mv, dev, stream);
 }
 
