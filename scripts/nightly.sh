@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The nightly GPU job: configure, build, run the correctness suite (with the features'
-# full cross product), then the benchmarks,
+# full cross product and the long sequences), then the benchmarks,
 # compare with the previous results of this GPU, write the report.
 #   scripts/nightly.sh [ctest filters for the benchmarks, e.g. -L simple]
 # Writes (besides results/<gpu>/<date>-<commit>.json from the benchmark run):
@@ -15,8 +15,8 @@ results=$ATTN_ROOT/results
 echo "== configure and build in $build"
 attn_configure_build "$build" || exit 2
 stamp=$(mktemp)
-echo "== correctness, and the version-2 features' full cross product (label features_full)"
-ctest --test-dir "$build" -L "^(correctness|features_full)$" -j "${ATTN_JOBS_TESTS:-8}" \
+echo "== correctness, the version-2 features' full cross product (label features_full), long sequences (label long)"
+ctest --test-dir "$build" -L "^(correctness|features_full|long)$" -j "${ATTN_JOBS_TESTS:-8}" \
       --output-junit "$build/nightly-correctness.xml" >"$build/nightly-correctness.log" 2>&1
 corr=$?
 python3 "$ATTN_ROOT/scripts/summary.py" "$build/nightly-correctness.xml"
