@@ -66,6 +66,8 @@ enum {
     /* large-problem fixtures: correct until the problem outgrows a 16- or 32-bit index */
     BUG_GRID_Y,             /* batch x heads in gridDim.y: no launch once it is over 65535 */
     BUG_INT32_OFFSETS,      /* element offsets in 32-bit int: wrap past 2^31 elements */
+    /* long-sequence fixture: a path chosen by length (as a split-KV kernel's) that is wrong */
+    BUG_LONG_SPLIT_LOST,    /* from seqlen_k 8192 on, the keys of the second half are dropped */
     /* sanitizer fixture: a shared-memory race that ordinary runs never show */
     BUG_RACE,               /* lane 0 writes shared memory, its warp reads it, no __syncwarp() */
     /* benchmark fixture: from the 3rd identical call in a row on, nothing is launched */
@@ -153,6 +155,9 @@ broken_fwd_kernel(const attn_fwd_params p) {
     if constexpr (BUG == BUG_TAIL_KEYS_SKIPPED) { /* BUG: keys of the last partial tile dropped */
         const int64_t whole = (int64_t)(p.seqlen_k / 64) * 64;
         if (p.seqlen_k % 64 && n_keys > whole) n_keys = whole;
+    }
+    if constexpr (BUG == BUG_LONG_SPLIT_LOST) { /* BUG: the long path loses its second split */
+        if (p.seqlen_k >= 8192 && n_keys > p.seqlen_k / 2) n_keys = p.seqlen_k / 2;
     }
     if constexpr (BUG == BUG_HANG) {
         while (p.seqlen_k > 0) __nanosleep(1u << 20); /* BUG: spins until the process is killed */
@@ -398,6 +403,7 @@ const attn_kernel table[] = {
     { "broken_cached_shape", broken_fwd<BUG_CACHED_SHAPE> },
     { "broken_grid_y", broken_fwd<BUG_GRID_Y> },
     { "broken_int32_offsets", broken_fwd<BUG_INT32_OFFSETS> },
+    { "broken_long_split_lost", broken_fwd<BUG_LONG_SPLIT_LOST> },
     { "broken_race", broken_fwd<BUG_RACE> },
     { "broken_timing_cheat", broken_fwd<BUG_TIMING_CHEAT> },
 };
