@@ -56,8 +56,8 @@
  * 128, as d128). Measured (NOTES.md, session 10): three is 5-14 % faster at d64 full from S =
  * 512 but 10-50 % slower at S <= 256 (a block's rows are mostly empty); with the causal mask
  * it loses up to 34 % at S <= 2048 (192-row blocks waste more of the diagonal) and gains 5-15 %
- * from S = 8192. Causal stays at two: the correctness matrix has no S_q past 2048 to check a
- * path chosen from 8192 on. 0: always three; 1 << 30: always two. */
+ * from S = 8192. Causal stays at two until the long suite (shapes/long.txt, S to 16384) has
+ * run a path chosen from 8192 on a GPU. 0: always three; 1 << 30: always two. */
 #ifndef HOPPER_D64_THREE_FROM
 #define HOPPER_D64_THREE_FROM 512
 #endif
@@ -299,10 +299,11 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         const int kf = key_first<BN>(a, t, n);
         return kf + BN > t.sk || kf < n * BN || (CAUSAL && kf + BN - 1 > t.q_first + t.sk - t.sq);
     };
-    /* The online softmax over tile n's scores, in three steps: mask_tile (where needs_mask), row_stats per row (the tile's max,
-     * the new running max, corr = the factor that rescales O and the sums; returns the max to
-     * subtract), row_exp per row (s becomes 2^(s scale_log2 - max), the sums are updated). A row
-     * that has seen no key yet keeps max -inf and subtracts 0 (not -inf: no inf - inf). */
+    /* The online softmax over tile n's scores, in three steps: mask_tile (where needs_mask),
+     * row_stats per row (the tile's max, the new running max, corr = the factor that rescales
+     * O and the sums; returns the max to subtract), row_exp per row (s becomes
+     * 2^(s scale_log2 - max), the sums are updated). A row that has seen no key yet keeps max
+     * -inf and subtracts 0 (not -inf: no inf - inf). */
     auto mask_tile = [&](float(&s)[BN / 2], int n) {
         const int kf = key_first<BN>(a, t, n), lo = n * BN;
 #pragma unroll
