@@ -41,7 +41,7 @@ def main():
                 cells.append("n/a")
                 continue
             x = statistics.median(runs[v][key])
-            cells.append(f"{x:.0f}" if v == base else f"{x:.0f} ({x / b:.2f})")
+            cells.append(f"{x:.3g}" if v == base else f"{x:.3g} ({x / b:.2f})")
             if v != base:
                 ratios[(v, key[0], key[2])].append(x / b)
         print(f"| {' '.join(key)} | " + " | ".join(cells) + " |")

@@ -468,7 +468,7 @@ static void bench(const char *only) {
                     std::sort(ms.begin(), ms.end());
                     const double t = ms[ms.size() / 2] * 1e-3;
                     const double flops = 4.0 * batch * heads * (double)S * S * d / (causal ? 2 : 1);
-                    printf("%-5d %-5s %-7s %6d %6d %10.1f %9.1f\n", d, dt ? "bf16" : "fp16", causal ? "causal" : "full",
+                    printf("%-5d %-5s %-7s %6d %6d %10.1f %9.3f\n", d, dt ? "bf16" : "fp16", causal ? "causal" : "full",
                            S, batch, t * 1e6, flops / t * 1e-12);
                     fflush(stdout);
                 }
