@@ -5,8 +5,9 @@
  *   ./hopper_dev            correctness: every case against a float64 CPU reference
  *   ./hopper_dev --bench    + TFLOP/s on the FlashAttention benchmark shapes
  *   ./hopper_dev --only 64:fp16:full:2048   that one benchmark config alone (for ncu)
- *   (-DHOPPER_WAIT_BOUNDARY=1, -DHOPPER_D64_THREE_FROM=N select the kernel's variant: hopper.cu;
- *   the banner prints them; variants.sh builds and times several side by side)
+ *   (-DHOPPER_WAIT_BOUNDARY=1, -DHOPPER_SKIP_HIDDEN=1, -DHOPPER_D64_THREE_FROM=N and
+ *   -DHOPPER_D64_THREE_FROM_CAUSAL=N select the kernel's variant: hopper.cu; the banner prints
+ *   them; variants.sh builds and times several side by side)
  *
  * Correctness: random N(0, 1) inputs (fixed seed) in fp16 / bf16, outputs poisoned with a NaN
  * pattern, inputs followed by NaN guard rows (a read past a tensor shows up as NaN), padding
@@ -33,7 +34,7 @@
 #include "hopper/ptx.cuh"
 
 extern "C" const attn_kernel attn_kernel_hopper;
-extern "C" const int hopper_build_wait_boundary, hopper_build_three_from[2];
+extern "C" const int hopper_build_wait_boundary, hopper_build_skip_hidden, hopper_build_three_from[2];
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -492,9 +493,10 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("hopper dev_test: wait boundary %d, d64 three consumers from S %d (causal %d), device %s (sm_%d%d)\n",
-           hopper_build_wait_boundary, hopper_build_three_from[0], hopper_build_three_from[1], prop.name, prop.major,
-           prop.minor);
+    printf("hopper dev_test: wait boundary %d, skip hidden %d, d64 three consumers from S %d (causal %d), device %s "
+           "(sm_%d%d)\n",
+           hopper_build_wait_boundary, hopper_build_skip_hidden, hopper_build_three_from[0], hopper_build_three_from[1],
+           prop.name, prop.major, prop.minor);
     int fails = only_bench ? 0 : correctness();
     if (do_bench) bench(only);
     return fails ? 1 : 0;

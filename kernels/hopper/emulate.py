@@ -54,6 +54,13 @@ def run(lens_q, lens_k, packed_q, packed_k, causal, d=16, seed=0):
             rmax = np.full(BM, -np.inf); rsum = np.zeros(BM); acc = np.zeros((BM, d))
             if n_max > 0:
                 qt = load(Q, packed_q, q_row0, q_first, b, seqlen_q, Qrows, BM)
+            # HOPPER_SKIP_HIDDEN (causal): warpgroup w skips its first it0[w] tiles, as hopper.cu counts them
+            it0 = np.zeros(BM // 64, int)
+            if SKIP and causal:
+                for w in range(BM // 64):
+                    first = q_first + 64 * w; last = min(first + 63, sq - 1)
+                    last_key = -1 if first >= sq else last + sk - sq
+                    it0[w] = n_max - (0 if last_key < 0 else min(n_max, last_key // BN + 1))
             for it in range(n_max):
                 n = n_max - 1 - it
                 kf = sk - BN if (packed_k and (n + 1) * BN > sk) else n * BN
@@ -66,13 +73,20 @@ def run(lens_q, lens_k, packed_q, packed_k, causal, d=16, seed=0):
                         for c in range(BN):
                             key = kf + c
                             if key < n * BN or key > last: s[r, c] = -np.inf
+                live = np.array([it >= it0[r // 64] for r in range(BM)])
+                for r in np.nonzero(~live)[0]:  # a skipped tile: none of its keys visible to a written row
+                    qq = q_first + r
+                    if qq < sq:
+                        last = min(sk - 1, qq + sk - sq)
+                        assert last < max(kf, n * BN), "skipped a visible tile"
                 mx = s.max(axis=1)
                 mnew = np.maximum(rmax, mx * sl2)
                 muse = np.where(mnew == -np.inf, 0, mnew)
-                corr = np.exp2(rmax - muse); rmax = mnew
+                corr = np.exp2(rmax - muse)
                 p = np.exp2(s * sl2 - muse[:, None])
-                rsum = rsum * corr + p.sum(axis=1)
-                acc = acc * corr[:, None] + p @ vt
+                rmax = np.where(live, mnew, rmax)
+                rsum = np.where(live, rsum * corr + p.sum(axis=1), rsum)
+                acc = np.where(live[:, None], acc * corr[:, None] + p @ vt, acc)
             for r in range(BM):
                 qq = q_first + r
                 if qq < m0 or qq >= sq: continue
@@ -105,12 +119,14 @@ cases += [([385], [385], 0, 0), ([100], [577], 0, 0), ([577], [100], 0, 0), ([3,
 cases += [([63, 65, 1, 127, 16], [70, 1, 200, 127, 17], 1, 1), ([79], [79], 0, 0)]
 cases += [([767], [385], 0, 0), ([600, 1, 513], [300, 700, 513], 1, 1)]  # three consumers' tails
 # the kernel's blocks: BM 128 (two consumer warpgroups) with BN 128 or 176 (d128 full), BM 192
-# (three, d64 from S_q = 512) with BN 128
-for BM, BN in ((128, 128), (128, 176), (192, 128)):
+# (three, d64 from S_q = 512) with BN 128; and the causal blocks with HOPPER_SKIP_HIDDEN
+cases += [([640], [640], 0, 0), ([300], [900], 0, 0), ([900], [300], 0, 0), ([5, 700, 190], [700, 5, 400], 1, 1)]
+SKIP = False
+for BM, BN, SKIP in ((128, 128, 0), (128, 176, 0), (192, 128, 0), (128, 128, 1), (192, 128, 1)):
     for lq, lk, pq, pk in cases:
         for causal in (0, 1):
             e = run(lq, lk, pq, pk, causal)
-            print("BM %d BN %d q%s k%s packed %d%d causal %d: max err %.2e %s" % (BM, BN, lq, lk, pq, pk, causal, e, "OK" if e < 1e-9 else "BAD"))
+            print("BM %d BN %d skip %d q%s k%s packed %d%d causal %d: max err %.2e %s" % (BM, BN, SKIP, lq, lk, pq, pk, causal, e, "OK" if e < 1e-9 else "BAD"))
 
 # the persistent versions' scheduler (hopper.cu unit_tile): every (row block, head, sequence) exactly
 # once over the units, and the blocks' round-robin over them

@@ -64,8 +64,22 @@
 #ifndef HOPPER_D64_THREE_FROM_CAUSAL
 #define HOPPER_D64_THREE_FROM_CAUSAL (1 << 30)
 #endif
+/* HOPPER_SKIP_HIDDEN=1: a consumer warpgroup skips the leading key tiles (the highest: they
+ * come first) that none of its 64 rows sees, and all of them when its rows are past the
+ * sequence's end. It still takes those tiles' turns (the ping-pong's counts stay n_max + 1)
+ * and releases their stages after they land, but issues no GEMM and runs no softmax for them.
+ * Causal kernels only: there the diagonal hides tiles (with three consumers, warpgroups 0 and
+ * 1 of a 192-row block see none of its last 128-key tile, 35 % more work than two consumers do
+ * at S = 512 without this), besides a block's tail rows; in the full-mask kernels (tail rows
+ * only) the extra code made ptxas spill 8-44 bytes; the causal three-consumer kernel spills 56
+ * bytes with it, per-tile scalars outside the key loop. emulate.py checks that no skipped tile
+ * has a key any of the warpgroup's rows sees. Not measured on a GPU yet; off. */
+#ifndef HOPPER_SKIP_HIDDEN
+#define HOPPER_SKIP_HIDDEN 0
+#endif
 /* what this object was built with (dev_test.cu prints it) */
 extern "C" const int hopper_build_wait_boundary = HOPPER_WAIT_BOUNDARY;
+extern "C" const int hopper_build_skip_hidden = HOPPER_SKIP_HIDDEN;
 extern "C" const int hopper_build_three_from[2] = {HOPPER_D64_THREE_FROM, HOPPER_D64_THREE_FROM_CAUSAL};
 
 namespace {
@@ -389,56 +403,83 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         /* stage and phase of the block's KV tile kv0 + it (persistent: the ring runs on across tiles) */
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
         auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
-        mbar_wait(bar.full_k(stage(0)), phase(0));
-        take_turn();
-        wgmma_fence();
-        issue_qk(s, stage(0));
-        wgmma_commit();
-        pass_turn(false);
-        wgmma_wait<0>();
-        pin(s);
-        release(bar.empty_k(stage(0)));
-        softmax(s, t.n_max - 1, needs_mask(t.n_max - 1), corr); /* O is 0: no rescale */
-        pack_p(p, s);
-        for (int it = 1; it < t.n_max; ++it) {
-            const int n = t.n_max - 1 - it, st = stage(it), prev = stage(it - 1);
-            mbar_wait(bar.full_k(st), phase(it));
-            mbar_wait(bar.full_v(prev), phase(it - 1));
+        int it0 = 0; /* HOPPER_SKIP_HIDDEN: the tiles before it0 are hidden from this warpgroup */
+        if (HOPPER_SKIP_HIDDEN && CAUSAL) {
+            /* the last key any of this warpgroup's rows sees (-1: none; tile n's own keys start
+             * at n BN, a moved packed tail's earlier ones are masked) */
+            const int first = t.q_first + 64 * cw, last = min(first + 63, t.sq - 1);
+            const int last_key = first >= t.sq ? -1 : last + t.sk - t.sq;
+            it0 = t.n_max - (last_key < 0 ? 0 : min(t.n_max, last_key / BN + 1)); /* tiles n BN > last_key */
+            /* their turns, nothing issued; a stage is released once it has landed (an arrival
+             * before that would count toward the ring's previous round) */
+#pragma unroll 1
+            for (int it = 0; it < it0; ++it) {
+                const int st = stage(it);
+                mbar_wait(bar.full_k(st), phase(it));
+                take_turn();
+                pass_turn(false);
+                release(bar.empty_k(st));
+                mbar_wait(bar.full_v(st), phase(it));
+                release(bar.empty_v(st));
+            }
+        }
+        if (HOPPER_SKIP_HIDDEN && CAUSAL && it0 == t.n_max) {
+            /* no tile: O stays 0 and the LSE -inf; the last turn, empty */
+            release(bar.q_empty());
+            take_turn();
+            pass_turn(true);
+        } else {
+            mbar_wait(bar.full_k(stage(it0)), phase(it0));
             take_turn();
             wgmma_fence();
-            issue_qk(s, st);
-            wgmma_commit();
-            issue_pv(p, prev);
+            issue_qk(s, stage(it0));
             wgmma_commit();
             pass_turn(false);
-            wgmma_wait<1>(); /* S done; P.V may still run */
+            wgmma_wait<0>();
             pin(s);
-            release(bar.empty_k(st));
-            softmax(s, n, needs_mask(n), corr);
-            /* the softmax done before the wait for P.V: pinned (nvcc) and, with
-             * HOPPER_WAIT_BOUNDARY, a block boundary (ptxas puts a wgmma wait at the top of
-             * its basic block: at 455c1e9 the wait for P.V came before every exp2 of the tile,
-             * so no softmax ran under P.V). exp2 never gives s[0] the all-ones NaN tested. */
-            pin(s);
-            if (HOPPER_WAIT_BOUNDARY) block_boundary(s[0]);
+            release(bar.empty_k(stage(it0)));
+            softmax(s, t.n_max - 1 - it0, needs_mask(t.n_max - 1 - it0), corr); /* O is 0: no rescale */
+            pack_p(p, s);
+            for (int it = it0 + 1; it < t.n_max; ++it) {
+                const int n = t.n_max - 1 - it, st = stage(it), prev = stage(it - 1);
+                mbar_wait(bar.full_k(st), phase(it));
+                mbar_wait(bar.full_v(prev), phase(it - 1));
+                take_turn();
+                wgmma_fence();
+                issue_qk(s, st);
+                wgmma_commit();
+                issue_pv(p, prev);
+                wgmma_commit();
+                pass_turn(false);
+                wgmma_wait<1>(); /* S done; P.V may still run */
+                pin(s);
+                release(bar.empty_k(st));
+                softmax(s, n, needs_mask(n), corr);
+                /* the softmax done before the wait for P.V: pinned (nvcc) and, with
+                 * HOPPER_WAIT_BOUNDARY, a block boundary (ptxas puts a wgmma wait at the top of
+                 * its basic block: at 455c1e9 the wait for P.V came before every exp2 of the tile,
+                 * so no softmax ran under P.V). exp2 never gives s[0] the all-ones NaN tested. */
+                pin(s);
+                if (HOPPER_WAIT_BOUNDARY) block_boundary(s[0]);
+                wgmma_wait<0>();
+                pin(o);
+                release(bar.empty_v(prev));
+                rescale_o(corr);
+                pack_p(p, s);
+            }
+            /* every S GEMM of the tile is done: the producer may load the next tile's Q */
+            release(bar.q_empty());
+            const int last = stage(t.n_max - 1);
+            mbar_wait(bar.full_v(last), phase(t.n_max - 1));
+            take_turn();
+            wgmma_fence();
+            issue_pv(p, last);
+            wgmma_commit();
+            pass_turn(true);
             wgmma_wait<0>();
             pin(o);
-            release(bar.empty_v(prev));
-            rescale_o(corr);
-            pack_p(p, s);
+            release(bar.empty_v(last));
         }
-        /* every S GEMM of the tile is done: the producer may load the next tile's Q */
-        release(bar.q_empty());
-        const int last = stage(t.n_max - 1);
-        mbar_wait(bar.full_v(last), phase(t.n_max - 1));
-        take_turn();
-        wgmma_fence();
-        issue_pv(p, last);
-        wgmma_commit();
-        pass_turn(true);
-        wgmma_wait<0>();
-        pin(o);
-        release(bar.empty_v(last));
     }
 
     /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 (max + log2 l); rows of a
@@ -576,7 +617,8 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
                 for (int k = 0; k < 2; ++k) {
                     Tile t;
                     if (!unit_tile<D, CAUSAL, NC>(a, u, k, t) || t.n_max == 0) continue;
-                    produce<D, CAUSAL, NC>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
+                    produce<D, CAUSAL, NC>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv,
+                                           qi);
                     kv += t.n_max, ++qi;
                 }
         }
@@ -733,7 +775,8 @@ int dispatch(const Args &a, bool causal, int nc, const CUtensorMap &mq, const CU
         if constexpr (HOPPER_D64_THREE_FROM_CAUSAL < (1 << 30))
             if (nc == 3) return launch<T, D, true, 3>(a, mq, mk, mv, dev, stream);
     }
-    return causal ? launch<T, D, true, 2>(a, mq, mk, mv, dev, stream) : launch<T, D, false, 2>(a, mq, mk, mv, dev, stream);
+    return causal ? launch<T, D, true, 2>(a, mq, mk, mv, dev, stream)
+                  : launch<T, D, false, 2>(a, mq, mk, mv, dev, stream);
 }
 
 /* the K and V tensor maps' box rows: the kernel's BN (the same for two and three consumers) */
