@@ -54,12 +54,12 @@ def run(lens_q, lens_k, packed_q, packed_k, causal, d=16, seed=0):
             rmax = np.full(BM, -np.inf); rsum = np.zeros(BM); acc = np.zeros((BM, d))
             if n_max > 0:
                 qt = load(Q, packed_q, q_row0, q_first, b, seqlen_q, Qrows, BM)
-            # HOPPER_SKIP_HIDDEN (causal): warpgroup w skips its first it0[w] tiles, as hopper.cu counts them
+            # HOPPER_SKIP_HIDDEN: warpgroup w skips its first it0[w] tiles, as hopper.cu counts them
             it0 = np.zeros(BM // 64, int)
-            if SKIP and causal:
+            if SKIP:
                 for w in range(BM // 64):
                     first = q_first + 64 * w; last = min(first + 63, sq - 1)
-                    last_key = -1 if first >= sq else last + sk - sq
+                    last_key = -1 if first >= sq else (last + sk - sq if causal else sk - 1)
                     it0[w] = n_max - (0 if last_key < 0 else min(n_max, last_key // BN + 1))
             for it in range(n_max):
                 n = n_max - 1 - it
@@ -119,7 +119,7 @@ cases += [([385], [385], 0, 0), ([100], [577], 0, 0), ([577], [100], 0, 0), ([3,
 cases += [([63, 65, 1, 127, 16], [70, 1, 200, 127, 17], 1, 1), ([79], [79], 0, 0)]
 cases += [([767], [385], 0, 0), ([600, 1, 513], [300, 700, 513], 1, 1)]  # three consumers' tails
 # the kernel's blocks: BM 128 (two consumer warpgroups) with BN 128 or 176 (d128 full), BM 192
-# (three, d64 from S_q = 512) with BN 128; and the causal blocks with HOPPER_SKIP_HIDDEN
+# (three, d64 from S_q = 512) with BN 128; and the 128- and 192-row blocks with HOPPER_SKIP_HIDDEN
 cases += [([640], [640], 0, 0), ([300], [900], 0, 0), ([900], [300], 0, 0), ([5, 700, 190], [700, 5, 400], 1, 1)]
 SKIP = False
 for BM, BN, SKIP in ((128, 128, 0), (128, 176, 0), (192, 128, 0), (128, 128, 1), (192, 128, 1)):

@@ -68,12 +68,13 @@
  * come first) that none of its 64 rows sees, and all of them when its rows are past the
  * sequence's end. It still takes those tiles' turns (the ping-pong's counts stay n_max + 1)
  * and releases their stages after they land, but issues no GEMM and runs no softmax for them.
- * Causal kernels only: there the diagonal hides tiles (with three consumers, warpgroups 0 and
- * 1 of a 192-row block see none of its last 128-key tile, 35 % more work than two consumers do
- * at S = 512 without this), besides a block's tail rows; in the full-mask kernels (tail rows
- * only) the extra code made ptxas spill 8-44 bytes; the causal three-consumer kernel spills 56
- * bytes with it, per-tile scalars outside the key loop. emulate.py checks that no skipped tile
- * has a key any of the warpgroup's rows sees. Not measured on a GPU yet; off. */
+ * Where it matters: a causal block's diagonal (with three consumers, warpgroups 0 and 1 of a
+ * 192-row block see none of its last 128-key tile: 35 % more work than two consumers do at
+ * S = 512 without this) and a block's rows past the end (three consumers at S = 512 and 1024:
+ * the last block's third, or second and third, warpgroup). ptxas then spills 8-56 bytes in the
+ * d128 full and the three-consumer kernels, per-tile scalars reloaded outside the key loop.
+ * emulate.py checks that no skipped tile has a key any of the warpgroup's rows sees. Not
+ * measured on a GPU yet; off. */
 #ifndef HOPPER_SKIP_HIDDEN
 #define HOPPER_SKIP_HIDDEN 0
 #endif
@@ -404,11 +405,11 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
         auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
         int it0 = 0; /* HOPPER_SKIP_HIDDEN: the tiles before it0 are hidden from this warpgroup */
-        if (HOPPER_SKIP_HIDDEN && CAUSAL) {
+        if (HOPPER_SKIP_HIDDEN) {
             /* the last key any of this warpgroup's rows sees (-1: none; tile n's own keys start
              * at n BN, a moved packed tail's earlier ones are masked) */
             const int first = t.q_first + 64 * cw, last = min(first + 63, t.sq - 1);
-            const int last_key = first >= t.sq ? -1 : last + t.sk - t.sq;
+            const int last_key = first >= t.sq ? -1 : CAUSAL ? last + t.sk - t.sq : t.sk - 1;
             it0 = t.n_max - (last_key < 0 ? 0 : min(t.n_max, last_key / BN + 1)); /* tiles n BN > last_key */
             /* their turns, nothing issued; a stage is released once it has landed (an arrival
              * before that would count toward the ring's previous round) */
@@ -423,7 +424,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
                 release(bar.empty_v(st));
             }
         }
-        if (HOPPER_SKIP_HIDDEN && CAUSAL && it0 == t.n_max) {
+        if (HOPPER_SKIP_HIDDEN && it0 == t.n_max) {
             /* no tile: O stays 0 and the LSE -inf; the last turn, empty */
             release(bar.q_empty());
             take_turn();
