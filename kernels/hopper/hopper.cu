@@ -55,14 +55,15 @@
  * seqlen_q = HOPPER_D64_THREE_FROM (no mask) or HOPPER_D64_THREE_FROM_CAUSAL; two below (BM =
  * 128, as d128). Measured (NOTES.md, session 10): three is 5-14 % faster at d64 full from S =
  * 512 but 10-50 % slower at S <= 256 (a block's rows are mostly empty); with the causal mask
- * it loses up to 34 % at S <= 2048 (192-row blocks waste more of the diagonal) and gains 5-15 %
- * from S = 8192. Causal stays at two until the long suite (shapes/long.txt, S to 16384) has
- * run a path chosen from 8192 on a GPU. 0: always three; 1 << 30: always two. */
+ * it loses 6-27 % at S <= 2048 (192-row blocks waste more of the diagonal) and gains 6-13 %
+ * from S = 4096 (session 11), so causal switches at 4096, which the long suite
+ * (shapes/long.txt: S_q 3000, 4096, 8191, 16384) checks on both sides. 0: always three;
+ * 1 << 30: always two. */
 #ifndef HOPPER_D64_THREE_FROM
 #define HOPPER_D64_THREE_FROM 512
 #endif
 #ifndef HOPPER_D64_THREE_FROM_CAUSAL
-#define HOPPER_D64_THREE_FROM_CAUSAL (1 << 30)
+#define HOPPER_D64_THREE_FROM_CAUSAL 4096
 #endif
 /* HOPPER_SKIP_HIDDEN=1: a consumer warpgroup skips the leading key tiles (the highest: they
  * come first) that none of its 64 rows sees, and all of them when its rows are past the
@@ -772,7 +773,7 @@ int dispatch(const Args &a, bool causal, int nc, const CUtensorMap &mq, const CU
              int dev, cudaStream_t stream) {
     if constexpr (D == 64) {
         if (nc == 3 && !causal) return launch<T, D, false, 3>(a, mq, mk, mv, dev, stream);
-        /* causal with three consumers is built only where a build asks for it */
+        /* causal with three consumers is not built where a build turns it off (1 << 30) */
         if constexpr (HOPPER_D64_THREE_FROM_CAUSAL < (1 << 30))
             if (nc == 3) return launch<T, D, true, 3>(a, mq, mk, mv, dev, stream);
     }
