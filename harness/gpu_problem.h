@@ -1,0 +1,105 @@
+/* One test problem: its description (attn_problem_desc) and the one function that builds it
+ * on the GPU (attn_gpu_problem_build): inputs of fresh random values, NaN-poisoned outputs
+ * inside guard bands, the attn_fwd_params that points at them, the references on demand, all
+ * freed by one call. Every suite, tool and development program builds its problems here;
+ * nothing else allocates problem tensors.
+ *
+ * Dense problems take any layout per tensor (attn_layout, through the strides). A packed
+ * batch (nseq > 0 sequences of their own lengths, attn_abi.h's varlen layout) is laid out as
+ * rows of [row][heads][dim]: Q and O packed by cu_seqlens_q, or dense when every sequence has
+ * the same number of queries (a decode batch); K and V packed by cu_seqlens_k, in a shuffled
+ * pool of pages read through a block table (page_size > 0, seqused_k their filled length),
+ * or, with Q dense and no pages, a dense cache with seqused_k and spare capacity.
+ *
+ * The tensors are indexed by attn_tensor_id so that a backward problem appends its own
+ * (dO, dQ, dK, dV, scratch) after ATTN_T_LSE rather than copying this module. */
+#ifndef ATTN_GPU_PROBLEM_H
+#define ATTN_GPU_PROBLEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn_abi.h"
+#include "gpu_verify.h"
+#include "harness.h"
+#include "problem.h"
+#include "reference.h"
+#include "seqs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { ATTN_GUARD_BYTES = 4096 };          /* guard band before and after every buffer */
+enum { ATTN_POISON = 0xff };               /* all-ones bytes: NaN in fp16, bf16 and float32 */
+enum { ATTN_MAX_SEQS = 256 };              /* sequences of a packed batch */
+enum { ATTN_CACHE_SLACK = 16 };            /* a dense cache's rows past its longest sequence */
+
+typedef enum { ATTN_T_Q, ATTN_T_K, ATTN_T_V, ATTN_T_O, ATTN_T_LSE, ATTN_N_TENSORS } attn_tensor_id;
+
+typedef struct {
+    attn_dtype dtype;
+    int batch, heads, heads_k;        /* packed: batch is ignored (nseq sequences) */
+    int seqlen_q, seqlen_k;           /* packed: ignored (the longest sequence's) */
+    int head_dim, head_dim_v;
+    int causal, window_left, window_right; /* -1: unbounded */
+    float softcap;                    /* 0: off */
+    float softmax_scale;              /* 0: 1/sqrt(head_dim) */
+    attn_layout layout[4];            /* q, k, v, o of a dense problem */
+    float sigma_qk, sigma_v;          /* the inputs' standard deviations */
+    int with_lse;                     /* the kernel is asked for the LSE */
+    uint64_t seed;                    /* the inputs' values (attn_gpu_problem_fill) */
+    /* a packed batch: nseq sequences of lens_q[b] queries and lens_k[b] keys (0 allowed) */
+    int nseq, page_size, spare_pages;
+    int lens_q[ATTN_MAX_SEQS], lens_k[ATTN_MAX_SEQS];
+} attn_problem_desc;
+
+/* A dense problem, BSHD throughout, inputs of std 1, the LSE requested, no window, no
+ * softcap, heads_k = heads, head_dim_v = head_dim, the seed from `name` (attn_seed_from_name). */
+attn_problem_desc attn_problem_dense(attn_dtype dtype, int batch, int heads, int seqlen_q, int seqlen_k,
+                                     int head_dim, int causal, const char *name);
+
+typedef struct {
+    attn_problem_desc desc;
+    attn_fwd_params p;                  /* the kernel's problem: points at the buffers below */
+    attn_strides st[4];                 /* q, k, v, o strides (packed: rows of [row][heads][dim]) */
+    void *buf[ATTN_N_TENSORS];          /* device allocations, guard bands included */
+    size_t bytes[ATTN_N_TENSORS];       /* their sizes, guard bands included */
+    size_t o_elems, rows;               /* O's elements and LSE rows in the references' dense layout */
+    float *g, *r, *lg;                  /* golden O, low-precision O, golden LSE ([batch][heads][seqlen_q][dv]
+                                         * floats; packed: over the longest lengths), NULL until
+                                         * attn_gpu_problem_references */
+    /* packed */
+    attn_seqs seqs;                     /* the host layout */
+    attn_problem_host host;             /* host copies of the device arrays, for attn_problem_check */
+    int32_t *cu_q, *cu_k, *table, *used; /* device arrays (NULL where the problem has none) */
+    void *o_dense;                      /* O unpacked into the dense layout (packed Q only) */
+    float *lse_dense;
+} attn_gpu_problem;
+
+/* Allocates and fills the problem described by d: inputs from d->seed, outputs poisoned, the
+ * problem checked (attn_problem_check). 0, or 1 with the reason in err (x is then freed). */
+int attn_gpu_problem_build(attn_gpu_problem *x, const attn_problem_desc *d, cudaStream_t stream, char *err,
+                           size_t errlen);
+/* New inputs in the same buffers, from `seed`: poison first (the padding between rows keeps
+ * NaN), then normal random values quantized to the dtype. */
+int attn_gpu_problem_fill(attn_gpu_problem *x, uint64_t seed, cudaStream_t stream, char *err, size_t errlen);
+/* O and the LSE (guard bands included) poisoned on `stream`. */
+int attn_gpu_problem_poison_outputs(attn_gpu_problem *x, cudaStream_t stream, char *err, size_t errlen);
+/* G, R and the golden LSE of the inputs x holds now (allocated on first use; NaN until the
+ * reference writes them), synchronized. */
+int attn_gpu_problem_references(attn_gpu_problem *x, attn_reference *ref, cudaStream_t stream, char *err,
+                                size_t errlen);
+/* A packed problem's O and LSE unpacked into o_dense and lse_dense (the references' layout). */
+int attn_gpu_problem_unpack(attn_gpu_problem *x, cudaStream_t stream, char *err, size_t errlen);
+void attn_gpu_problem_free(attn_gpu_problem *x);
+
+/* The logical view of tensor t (q, k, v, o) and the first byte of its data (past the guard). */
+attn_tensor_view attn_gpu_problem_view(const attn_gpu_problem *x, attn_tensor_id t);
+void *attn_gpu_problem_data(const attn_gpu_problem *x, attn_tensor_id t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
