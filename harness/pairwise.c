@@ -75,3 +75,17 @@ int attn_pairwise(const int *sizes, int n_axes, int *rows, int max_rows) {
     free(P.covered);
     return n;
 }
+
+int attn_axis_rows(const int *sizes, int n_axes, int pairwise, int *rows, int max_rows) {
+    if (pairwise) return attn_pairwise(sizes, n_axes, rows, max_rows);
+    if (n_axes < 1 || !rows) return -1;
+    long total = 1;
+    for (int a = 0; a < n_axes; a++) {
+        if (sizes[a] < 1) return -1;
+        total *= sizes[a];
+        if (total > max_rows) return -1;
+    }
+    for (long r = 0; r < total; r++)
+        for (long a = n_axes - 1, k = r; a >= 0; k /= sizes[a], a--) rows[r * n_axes + a] = (int)(k % sizes[a]);
+    return (int)total;
+}

@@ -11,4 +11,9 @@
  * each of its values once. */
 int attn_pairwise(const int *sizes, int n_axes, int *rows, int max_rows);
 
+/* The one place a test matrix's cases are enumerated: the cross product of the axes (the
+ * last axis varying fastest) or, when `pairwise`, the rows of attn_pairwise. Rows as above;
+ * returns their number, or -1 when more than max_rows or the arguments are bad. */
+int attn_axis_rows(const int *sizes, int n_axes, int pairwise, int *rows, int max_rows);
+
 #endif

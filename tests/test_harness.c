@@ -146,6 +146,21 @@ START_TEST(pairwise_covers_every_pair) {
 }
 END_TEST
 
+/* the cross product: every combination once, the last axis fastest; bad sizes refused */
+START_TEST(axis_rows_cross_product) {
+    const int sizes[] = {2, 1, 3};
+    int rows[6 * 3];
+    ck_assert_int_eq(attn_axis_rows(sizes, 3, 0, rows, 6), 6);
+    const int expect[6][3] = {{0, 0, 0}, {0, 0, 1}, {0, 0, 2}, {1, 0, 0}, {1, 0, 1}, {1, 0, 2}};
+    ck_assert(!memcmp(rows, expect, sizeof expect));
+    ck_assert_int_eq(attn_axis_rows(sizes, 3, 0, rows, 5), -1); /* more rows than allowed */
+    const int empty[] = {2, 0};
+    ck_assert_int_eq(attn_axis_rows(empty, 2, 0, rows, 6), -1);
+    int pw[64];
+    ck_assert_int_eq(attn_axis_rows(sizes, 3, 1, pw, 64), attn_pairwise(sizes, 3, rows, 6));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("harness");
     TCase *tc = tcase_create("host_helpers");
@@ -157,6 +172,7 @@ int main(void) {
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, ctest_gpu_assignment);
     tcase_add_test(tc, pairwise_covers_every_pair);
+    tcase_add_test(tc, axis_rows_cross_product);
     suite_add_tcase(s, tc);
     return attn_unit_run(s);
 }
