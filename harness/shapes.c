@@ -1,0 +1,337 @@
+/* Shape-matrix files (shapes.h): every key, every rule and every message of the format. A
+ * line is '<key> <value>...'; '#' starts a comment. Values are checked as the programs will
+ * take them, so a bad value stops the configure step, naming its line, instead of failing
+ * every test it reaches. */
+#include "shapes.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pairwise.h"
+
+const char *const attn_shapes_axis_names[ATTN_SHAPES_N_AXES] = {"dtype",  "head_dim", "mask",     "heads_k",
+                                                                "window", "softcap",  "page_size"};
+
+/* The keys given once each (bit i of parser.seen: keys[i]); 'shape' and 'sequences' repeat. */
+enum { K_DTYPE, K_HEAD_DIM, K_MASK, K_BATCH, K_HEADS, K_TOKENS, K_HIDDEN, K_SEQLEN, K_HEADS_K, K_WINDOW,
+       K_SOFTCAP, K_PAGE_SIZE, N_KEYS };
+static const char *const keys[N_KEYS] = {"dtype",  "head_dim", "mask",    "batch",  "heads",   "tokens",
+                                         "hidden", "seqlen",   "heads_k", "window", "softcap", "page_size"};
+
+enum { MAX_WORDS = 1024 };               /* words on one line */
+static const long long MAX_SIZE = 1LL << 30; /* tokens and hidden: attn_benchmark takes them to 2^30 */
+
+typedef struct {
+    const char *file;
+    int line;
+    char *err;
+    size_t errlen;
+    attn_shape_matrix *m;
+    unsigned seen; /* bit per key of keys[] */
+    /* the shapes, kept apart until the end: every seqlen value comes before every shape line */
+    int n_seqlen, n_lines;
+    attn_shapes_shape seqlen[ATTN_SHAPES_MAX_SHAPES], lines[ATTN_SHAPES_MAX_SHAPES];
+} parser;
+
+/* "<file>:<line>: <what>" (line > 0) or "<file>: <what>" into p->err; returns 1. */
+static int fail(parser *p, int line, const char *fmt, ...) {
+    int k = line > 0 ? snprintf(p->err, p->errlen, "%s:%d: ", p->file, line) : snprintf(p->err, p->errlen, "%s: ", p->file);
+    if (k < 0 || (size_t)k >= p->errlen) return 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err + k, p->errlen - (size_t)k, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+static int all_digits(const char *s, size_t n) {
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)s[i])) return 0;
+    return 1;
+}
+
+/* v is 1 to 10 digits, no leading zero, at most max: its value in *out. */
+static int positive_int(const char *v, long long max, long long *out) {
+    size_t n = strlen(v);
+    if (n > 10 || v[0] < '1' || v[0] > '9' || !all_digits(v, n)) return 0;
+    *out = strtoll(v, NULL, 10);
+    return *out <= max;
+}
+
+/* The values of axis `axis` (tokens and hidden to 2^30, the rest to 2^24) into out[] (may be NULL). */
+static int positive_ints(parser *p, const char *axis, char **v, int n, int *out) {
+    long long max = !strcmp(axis, "tokens") || !strcmp(axis, "hidden") ? MAX_SIZE : ATTN_SHAPES_MAX_LEN, x;
+    for (int i = 0; i < n; i++) {
+        if (!positive_int(v[i], max, &x))
+            return fail(p, p->line, "%s: expected positive integers up to %lld, got '%s'", axis, max, v[i]);
+        if (out) out[i] = (int)x;
+    }
+    return 0;
+}
+
+/* -1 or a bound >= 0 (a window side) */
+static int window_bound(const char *s, size_t n) { return (n == 2 && s[0] == '-' && s[1] == '1') || all_digits(s, n); }
+
+/* Whether value v of key k has its form: the message when not, NULL when it has. */
+static const char *value_error(int k, char *v) {
+    size_t n = strlen(v);
+    char *sep;
+    switch (k) {
+    case K_DTYPE: return strcmp(v, "fp16") && strcmp(v, "bf16") ? "dtype: expected fp16 or bf16" : NULL;
+    case K_MASK: return strcmp(v, "full") && strcmp(v, "causal") ? "mask: expected full or causal" : NULL;
+    case K_WINDOW: /* L:R, each -1 (unbounded) or a bound >= 0 */
+        sep = strchr(v, ':');
+        return sep && window_bound(v, (size_t)(sep - v)) && window_bound(sep + 1, strlen(sep + 1))
+                   ? NULL
+                   : "window: expected L:R, each -1 or a bound >= 0";
+    case K_PAGE_SIZE: /* 0 (K and V packed) or a page size */
+        return all_digits(v, n) ? NULL : "page_size: expected 0 or a page size";
+    case K_SOFTCAP: /* 0 (off) or a cap > 0 */
+        sep = strchr(v, '.');
+        return (sep ? all_digits(v, (size_t)(sep - v)) && all_digits(sep + 1, strlen(sep + 1)) : all_digits(v, n))
+                   ? NULL
+                   : "softcap: expected a number >= 0";
+    default: return NULL;
+    }
+}
+
+/* head_dim D, or DxDV (V and O narrower or wider: head_dim_v); each a positive integer. */
+static int head_dims(parser *p, char **v, int n) {
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(v[i]);
+        char *x = strchr(v[i], 'x');
+        if (v[i][0] == 'x' || v[i][len - 1] == 'x' || (x && strchr(x + 1, 'x')))
+            return fail(p, p->line, "head_dim: expected D or DxDV, got '%s'", v[i]);
+        char *dims[2] = {v[i], x ? x + 1 : NULL};
+        if (x) *x = 0; /* the two dims in place, for their own messages */
+        int bad = positive_ints(p, "head_dim", dims, x ? 2 : 1, NULL);
+        if (x) *x = 'x';
+        if (bad) return 1;
+    }
+    return 0;
+}
+
+/* A list axis's values, kept as written. */
+static int store_values(parser *p, attn_shapes_values *a, const char *key, char **v, int n) {
+    if (n > ATTN_SHAPES_MAX_VALUES) return fail(p, p->line, "%s: at most %d values", key, ATTN_SHAPES_MAX_VALUES);
+    for (int i = 0; i < n; i++) {
+        if (strlen(v[i]) >= ATTN_SHAPES_WORD)
+            return fail(p, p->line, "%s: '%s' is longer than %d characters", key, v[i], ATTN_SHAPES_WORD - 1);
+        strcpy(a->value[i], v[i]);
+    }
+    a->n = n;
+    return 0;
+}
+
+/* A shape into list[*n] (p->seqlen: named s<S>, p->lines: q<Q>k<K>); 1 when the matrix holds no more. */
+static int add_shape(parser *p, attn_shapes_shape *list, int *n, int q, int k) {
+    if (p->n_seqlen + p->n_lines >= ATTN_SHAPES_MAX_SHAPES)
+        return fail(p, p->line, "at most %d shapes (seqlen values and shape lines)", ATTN_SHAPES_MAX_SHAPES);
+    attn_shapes_shape *s = &list[(*n)++];
+    s->seqlen_q = q, s->seqlen_k = k;
+    if (list == p->seqlen)
+        snprintf(s->name, sizeof s->name, "s%d", q);
+    else
+        snprintf(s->name, sizeof s->name, "q%dk%d", q, k);
+    return 0;
+}
+
+/* 'sequences QxK...': one packed batch, QxK per sequence (0 allowed). */
+static int parse_sequences(parser *p, char **v, int n) {
+    for (int i = 0; i < n; i++) {
+        char *x = strchr(v[i], 'x');
+        if (!x || !all_digits(v[i], (size_t)(x - v[i])) || !all_digits(x + 1, strlen(x + 1)))
+            return fail(p, p->line, "sequences: expected QxK per sequence, got '%s'", v[i]);
+    }
+    if (n > ATTN_SHAPES_MAX_SEQS)
+        return fail(p, p->line, "sequences: at most %d sequences in one batch", ATTN_SHAPES_MAX_SEQS);
+    attn_shape_matrix *m = p->m;
+    if (m->n_batches == ATTN_SHAPES_MAX_BATCHES)
+        return fail(p, p->line, "sequences: at most %d 'sequences' lines", ATTN_SHAPES_MAX_BATCHES);
+    attn_shapes_batch *b = &m->packed[m->n_batches++];
+    char *t = b->text;
+    for (int i = 0; i < n; i++) {
+        char *x = strchr(v[i], 'x');
+        size_t nq = (size_t)(x - v[i]), nk = strlen(x + 1);
+        long long q = nq <= 10 ? strtoll(v[i], NULL, 10) : -1, k = nk <= 10 ? strtoll(x + 1, NULL, 10) : -1;
+        if (q < 0 || k < 0 || q > ATTN_SHAPES_MAX_LEN || k > ATTN_SHAPES_MAX_LEN)
+            return fail(p, p->line, "sequences: expected lengths up to %d, got '%s'", ATTN_SHAPES_MAX_LEN, v[i]);
+        b->seqlen_q[i] = (int)q, b->seqlen_k[i] = (int)k;
+        t += sprintf(t, "%s%s", i ? "+" : "", v[i]); /* fits: each value at most 21 characters */
+    }
+    b->n = n;
+    return 0;
+}
+
+/* 'shape Q K': one shape S_q != S_k (or equal), named q<Q>k<K>. */
+static int parse_shape(parser *p, char **v, int n) {
+    int qk[2];
+    if (n != 2) return fail(p, p->line, "shape: expected two values, <seqlen_q> <seqlen_k>");
+    if (positive_ints(p, "shape", v, 2, qk)) return 1;
+    return add_shape(p, p->lines, &p->n_lines, qk[0], qk[1]);
+}
+
+/* A key given once: its values checked and stored. */
+static int parse_axis(parser *p, int k, char **v, int n) {
+    attn_shape_matrix *m = p->m;
+    static const int list_axis[N_KEYS] = {[K_DTYPE] = ATTN_SHAPES_DTYPE + 1,     [K_HEAD_DIM] = ATTN_SHAPES_HEAD_DIM + 1,
+                                          [K_MASK] = ATTN_SHAPES_MASK + 1,       [K_HEADS_K] = ATTN_SHAPES_HEADS_K + 1,
+                                          [K_WINDOW] = ATTN_SHAPES_WINDOW + 1,   [K_SOFTCAP] = ATTN_SHAPES_SOFTCAP + 1,
+                                          [K_PAGE_SIZE] = ATTN_SHAPES_PAGE_SIZE + 1};
+    if (p->seen & (1u << k)) return fail(p, p->line, "'%s' given twice", keys[k]);
+    p->seen |= 1u << k;
+    int ints[MAX_WORDS];
+    if (k == K_HEAD_DIM) {
+        if (head_dims(p, v, n)) return 1;
+    } else if (k == K_BATCH || k == K_HEADS || k == K_TOKENS || k == K_HIDDEN || k == K_SEQLEN || k == K_HEADS_K) {
+        if (positive_ints(p, keys[k], v, n, ints)) return 1;
+        if (k != K_SEQLEN && k != K_HEADS_K && n != 1)
+            return fail(p, p->line, "%s: expected exactly one value", keys[k]);
+    } else {
+        for (int i = 0; i < n; i++) {
+            const char *what = value_error(k, v[i]);
+            if (what) return fail(p, p->line, "%s, got '%s'", what, v[i]);
+        }
+    }
+    if (list_axis[k]) return store_values(p, &m->axis[list_axis[k] - 1], keys[k], v, n);
+    if (k == K_SEQLEN) {
+        for (int i = 0; i < n; i++)
+            if (add_shape(p, p->seqlen, &p->n_seqlen, ints[i], ints[i])) return 1;
+        return 0;
+    }
+    int *size[N_KEYS] = {[K_BATCH] = &m->batch, [K_HEADS] = &m->heads, [K_TOKENS] = &m->tokens,
+                         [K_HIDDEN] = &m->hidden};
+    *size[k] = ints[0];
+    return 0;
+}
+
+/* One line (comment cut): its key's values checked and stored. */
+static int parse_line(parser *p, char *line) {
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    while (isspace((unsigned char)*line)) line++;
+    char *end = line + strlen(line);
+    while (end > line && isspace((unsigned char)end[-1])) *--end = 0;
+    if (!*line) return 0;
+    if (strpbrk(line, ";[]")) return fail(p, p->line, "unexpected ';', '[' or ']': values are separated by spaces");
+    char *w[MAX_WORDS + 1];
+    int n = 0;
+    for (char *s = line; *s;) {
+        if (n == MAX_WORDS + 1) return fail(p, p->line, "more than %d values on one line", MAX_WORDS);
+        w[n++] = s;
+        s += strcspn(s, " \t");
+        if (*s) *s++ = 0;
+        s += strspn(s, " \t");
+    }
+    if (n == 1) return fail(p, p->line, "'%s': expected at least one value", w[0]);
+    if (!strcmp(w[0], "sequences")) return parse_sequences(p, w + 1, n - 1);
+    if (!strcmp(w[0], "shape")) return parse_shape(p, w + 1, n - 1);
+    for (int k = 0; k < N_KEYS; k++)
+        if (!strcmp(w[0], keys[k])) return parse_axis(p, k, w + 1, n - 1);
+    return fail(p, p->line,
+                "unknown key '%s': expected dtype, head_dim, mask, batch, heads, tokens, hidden, seqlen, heads_k, "
+                "window, softcap, page_size, shape or sequences",
+                w[0]);
+}
+
+/* The rules across lines, once every line is read. */
+static int finish(parser *p) {
+    attn_shape_matrix *m = p->m;
+    for (int k = K_DTYPE; k <= K_MASK; k++)
+        if (!(p->seen & (1u << k))) return fail(p, 0, "missing the '%s' line", keys[k]);
+    /* the problem size: batch and heads given, or tokens (batch x seqlen) and hidden
+     * (heads x head_dim) as FlashAttention's benchmarks size them */
+    static const int pairs[2][2] = {{K_BATCH, K_HEADS}, {K_TOKENS, K_HIDDEN}};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if ((p->seen >> pairs[i][j] & 1) && !(p->seen >> pairs[i][!j] & 1))
+                return fail(p, 0, "'%s' given without '%s'", keys[pairs[i][j]], keys[pairs[i][!j]]);
+    if (!(p->seen & (1u << K_BATCH | 1u << K_TOKENS)))
+        return fail(p, 0, "missing the 'heads' line (give batch and heads, or tokens and hidden)");
+    memcpy(m->shape, p->seqlen, sizeof *p->seqlen * (size_t)p->n_seqlen);
+    memcpy(m->shape + p->n_seqlen, p->lines, sizeof *p->lines * (size_t)p->n_lines);
+    m->n_shapes = p->n_seqlen + p->n_lines;
+    if (!m->n_shapes && !m->n_batches) return fail(p, 0, "no shapes: expected a 'seqlen', 'shape' or 'sequences' line");
+    const attn_shapes_values *hk = &m->axis[ATTN_SHAPES_HEADS_K]; /* version 2 (attn_abi.h): divides heads */
+    for (int i = 0; i < hk->n; i++) {
+        if (!m->heads) return fail(p, 0, "heads_k needs 'batch' and 'heads'");
+        if (m->heads % atoi(hk->value[i])) return fail(p, 0, "heads_k %s does not divide heads %d", hk->value[i], m->heads);
+    }
+    return 0;
+}
+
+int attn_shapes_parse(const char *text, const char *file, attn_shape_matrix *m, char *err, size_t errlen) {
+    parser *p = calloc(1, sizeof *p);
+    size_t len = strlen(text);
+    char *copy = malloc(len + 1);
+    if (!p || !copy) {
+        free(p), free(copy);
+        snprintf(err, errlen, "%s: out of memory", file);
+        return 1;
+    }
+    memcpy(copy, text, len + 1);
+    memset(m, 0, sizeof *m);
+    p->file = file, p->err = err, p->errlen = errlen, p->m = m;
+    int bad = 0;
+    for (char *line = copy, *next; line && !bad; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        p->line++;
+        bad = parse_line(p, line);
+    }
+    if (!bad) bad = finish(p);
+    free(copy), free(p);
+    return bad;
+}
+
+int attn_shapes_read(const char *path, attn_shape_matrix *m, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            snprintf(err, errlen, "%s: shapes file not found", path);
+        else
+            snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        return 1;
+    }
+    size_t cap = 4096, n = 0;
+    char *text = malloc(cap);
+    for (size_t got = 1; text && got;) {
+        if (n + 1 == cap) {
+            char *bigger = realloc(text, cap *= 2);
+            if (!bigger) free(text);
+            text = bigger;
+            if (!text) break;
+        }
+        got = fread(text + n, 1, cap - 1 - n, f);
+        n += got;
+    }
+    int failed = ferror(f) || !text;
+    int e = errno;
+    fclose(f);
+    if (failed) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, text ? strerror(e) : "out of memory");
+        free(text);
+        return 1;
+    }
+    text[n] = 0;
+    int bad = attn_shapes_parse(text, path, m, err, errlen);
+    free(text);
+    return bad;
+}
+
+long attn_shapes_n_cases(const attn_shape_matrix *m) {
+    return (long)m->axis[ATTN_SHAPES_DTYPE].n * m->axis[ATTN_SHAPES_HEAD_DIM].n * m->axis[ATTN_SHAPES_MASK].n *
+           m->n_shapes;
+}
+
+int attn_shapes_cases(const attn_shape_matrix *m, int *rows, int max_rows) {
+    if (attn_shapes_n_cases(m) == 0) return 0;
+    const int sizes[ATTN_SHAPES_CASE_AXES] = {m->axis[ATTN_SHAPES_DTYPE].n, m->axis[ATTN_SHAPES_HEAD_DIM].n,
+                                              m->axis[ATTN_SHAPES_MASK].n, m->n_shapes};
+    return attn_axis_rows(sizes, ATTN_SHAPES_CASE_AXES, 0, rows, max_rows);
+}
