@@ -1,6 +1,7 @@
 cmake_minimum_required(VERSION 3.25)
-# cmake -DSHAPES=<file> -P cmake/check_shapes.cmake: parses a shapes file as the configure
-# step does and prints the number of cases (the shapes parser's unit test runs this).
+# cmake -DSHAPES=<file> -DATTN_SHAPES_PROGRAM=<attn_shapes> -P cmake/check_shapes.cmake: parses
+# a shapes file as the configure step does (attn_read_shapes, through attn_shapes) and prints
+# the number of cases (the shapes parser's unit tests run this).
 include(${CMAKE_CURRENT_LIST_DIR}/shapes.cmake)
 attn_read_shapes("${SHAPES}" S)
 list(LENGTH S_CASES n)
