@@ -31,19 +31,24 @@ static void keep_first(heur_log *lg) {
     if (!lg->first[0]) snprintf(lg->first, sizeof lg->first, "%s", lg->msg);
 }
 
+/* cudnnBackendGetAttribute of the heuristics' results: requested 0 asks for their count
+ * (cfgs NULL). On failure the reason goes to lg and *got is 0. */
+static void heur_results(attn_cudnn *c, void *heur, const char *mode, int64_t requested, int64_t *got, void **cfgs,
+                         const char *attr, heur_log *lg) {
+    cudnn_status st = c->f.GetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                        requested, got, cfgs);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        sdpa_msg(c, lg->msg, sizeof lg->msg, st, "cudnnBackendGetAttribute", mode, attr);
+        keep_first(lg);
+        *got = 0;
+    }
+}
+
 /* The engine configs the heuristics descriptor proposes, at most MAX_ENGINE_CFGS, created
  * through hb; returns how many cuDNN filled in (0 when it could not list them). */
 static int64_t engine_configs(builder *hb, void *heur, const char *mode, void **cfgs, heur_log *lg) {
-    attn_cudnn *c = hb->c;
     int64_t n_cfgs = 0;
-    cudnn_status st = c->f.GetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n_cfgs, NULL);
-    if (st != CUDNN_STATUS_SUCCESS) {
-        sdpa_msg(c, lg->msg, sizeof lg->msg, st, "cudnnBackendGetAttribute", mode,
-                  "CUDNN_ATTR_ENGINEHEUR_RESULTS count");
-        keep_first(lg);
-        n_cfgs = 0;
-    }
+    heur_results(hb->c, heur, mode, 0, &n_cfgs, NULL, "CUDNN_ATTR_ENGINEHEUR_RESULTS count", lg);
     if (n_cfgs > MAX_ENGINE_CFGS) n_cfgs = MAX_ENGINE_CFGS;
     int64_t got = 0;
     for (int64_t i = 0; i < n_cfgs; i++)
@@ -51,16 +56,7 @@ static int64_t engine_configs(builder *hb, void *heur, const char *mode, void **
             keep_first(lg);
             n_cfgs = 0;
         }
-    if (n_cfgs > 0) {
-        st = c->f.GetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                               n_cfgs, &got, cfgs);
-        if (st != CUDNN_STATUS_SUCCESS) {
-            sdpa_msg(c, lg->msg, sizeof lg->msg, st, "cudnnBackendGetAttribute", mode,
-                      "CUDNN_ATTR_ENGINEHEUR_RESULTS");
-            keep_first(lg);
-            got = 0;
-        }
-    }
+    if (n_cfgs > 0) heur_results(hb->c, heur, mode, n_cfgs, &got, cfgs, "CUDNN_ATTR_ENGINEHEUR_RESULTS", lg);
     if (got > n_cfgs) got = n_cfgs;
     return got;
 }
@@ -129,7 +125,7 @@ static int build_candidate(builder *b, builder *hb, void *cfg, const char *what,
     cudnn_status st = c->f.GetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
     if (st != CUDNN_STATUS_SUCCESS) {
         sdpa_msg(c, b->why, b->whylen, st, "cudnnBackendGetAttribute", what,
-                  "CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
+                 "CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
         return -1;
     }
     candidate *cd = &pl->cands[pl->n_cands++];
@@ -245,11 +241,8 @@ int sdpa_make_plan(builder *b, void **ops, int n_ops) {
         return 0;
     }
     if (!lg.first[0] && c->f.GetLastErrorString) {
-        char last[4000] = "";
-        c->f.GetLastErrorString(last, sizeof last);
-        last[sizeof last - 1] = 0;
-        for (char *t = last; *t; t++)
-            if (*t == '\n' || *t == '\r') *t = ' ';
+        char last[4000];
+        sdpa_last_error(c, last, sizeof last);
         if (last[0]) snprintf(lg.first, sizeof lg.first, "cuDNN's last error: %s", last);
     }
     put(b->why, b->whylen, "no engine supports this graph (%s; %d distinct config%s tried); first failure: %s",

@@ -14,16 +14,20 @@ static const char *status_name(const attn_cudnn *c, cudnn_status st) {
     return s ? s : "CUDNN_STATUS_?";
 }
 
+void sdpa_last_error(const attn_cudnn *c, char *buf, size_t len) {
+    buf[0] = 0;
+    if (!c->f.GetLastErrorString) return;
+    c->f.GetLastErrorString(buf, len);
+    buf[len - 1] = 0;
+    for (char *s = buf; *s; s++)
+        if (*s == '\n' || *s == '\r') *s = ' ';
+}
+
 /* "<function> (<what>[, <attribute>]): <status name> (<code>) <last error text>" */
 void sdpa_msg(const attn_cudnn *c, char *why, size_t whylen, cudnn_status st,
               const char *fn, const char *what, const char *attr) {
-    char last[4096] = "";
-    if (c->f.GetLastErrorString) {
-        c->f.GetLastErrorString(last, sizeof last);
-        last[sizeof last - 1] = 0;
-        for (char *s = last; *s; s++)
-            if (*s == '\n' || *s == '\r') *s = ' ';
-    }
+    char last[4096];
+    sdpa_last_error(c, last, sizeof last);
     put(why, whylen, "%s (%s%s%s): %s (%d)%s%s", fn, what, attr ? ", " : "", attr ? attr : "",
         status_name(c, st), (int)st, last[0] ? " " : "", last);
 }

@@ -288,6 +288,8 @@ static inline void put(char *why, size_t whylen, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* cudnnGetLastErrorString on one line (newlines as spaces); "" when the library has none */
+void sdpa_last_error(const attn_cudnn *c, char *buf, size_t len);
 /* "<function> (<what>[, <attribute>]): <status name> (<code>) <last error text>" */
 void sdpa_msg(const attn_cudnn *c, char *why, size_t whylen, cudnn_status st, const char *fn, const char *what,
               const char *attr);
