@@ -1,5 +1,5 @@
 /* cudnn: cuDNN's fused attention forward as a kernel under test, through the same code as
- * the benchmarks' cuDNN baseline (harness/baselines/cudnn_sdpa.h). See NOTES.md.
+ * the benchmarks' cuDNN baseline (baselines/cudnn_sdpa.h). See NOTES.md.
  *
  * fwd looks the problem up in a cache of plans keyed on everything a plan depends on (the
  * device, dtype, batch, heads, heads_k, both lengths, both head dims, causal, the window,

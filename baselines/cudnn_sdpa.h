@@ -54,7 +54,7 @@
  *                      seq_len_kv as the lengths (cuDNN >= 9.5). Entries past a sequence's
  *                      used pages are never read (compute-sanitizer clean with -1 there).
  * cuDNN reads none of the ABI's per-sequence arrays in the form it wants, so padded plans may
- * launch two small helper kernels (PTX in cudnn_sdpa.c, JIT-compiled by the driver): before
+ * launch two small helper kernels (PTX in cudnn_aux.c, JIT-compiled by the driver): before
  * cuDNN, the lengths and ragged offsets from cu_seqlens (and seqused_k); after it, zeros in
  * O and -inf in the LSE for the rows that see no key (cuDNN's output there is not the ABI's),
  * and the packed LSE ([heads][total_q], from a [B][H][Sq] scratch). Refused (ATTN_UNSUPPORTED

@@ -1,0 +1,185 @@
+/* Running a cuDNN baseline plan: the problem checked against the plan's, the run's pointers
+ * bound, the variant pack kept while they stay the same, then the lens kernel, cuDNN, the
+ * zero fills and LSE copies of sliced plans, and the fix kernel, all on the caller's stream. */
+#include "cudnn_sdpa_internal.h"
+
+#include <string.h>
+
+/* Everything a plan depends on; the length tensors and pointers are bound per run. */
+static int same_problem(const attn_fwd_params *a, const attn_fwd_params *b) {
+    const int paged = a->block_table != NULL;
+    return a->dtype == b->dtype && a->batch == b->batch && a->heads == b->heads &&
+           a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k && a->head_dim == b->head_dim &&
+           !a->causal == !b->causal && a->q_batch_stride == b->q_batch_stride &&
+           a->q_head_stride == b->q_head_stride && a->q_row_stride == b->q_row_stride &&
+           a->k_batch_stride == b->k_batch_stride && a->k_head_stride == b->k_head_stride &&
+           a->k_row_stride == b->k_row_stride && a->v_batch_stride == b->v_batch_stride &&
+           a->v_head_stride == b->v_head_stride && a->v_row_stride == b->v_row_stride &&
+           a->o_batch_stride == b->o_batch_stride && a->o_head_stride == b->o_head_stride &&
+           a->o_row_stride == b->o_row_stride && heads_k_of(a) == heads_k_of(b) &&
+           head_dim_v_of(a) == head_dim_v_of(b) && left_of(a) == left_of(b) && right_of(a) == right_of(b) &&
+           (a->softcap > 0 ? a->softcap : 0) == (b->softcap > 0 ? b->softcap : 0) &&
+           !a->cu_seqlens_q == !b->cu_seqlens_q && !a->cu_seqlens_k == !b->cu_seqlens_k &&
+           !a->seqused_k == !b->seqused_k && paged == (b->block_table != NULL) &&
+           (!paged || (a->page_size == b->page_size && a->num_pages == b->num_pages &&
+                       a->block_table_stride == b->block_table_stride));
+}
+
+/* The run's pointer for each uid of the plan, in pl->uids order; -1 (reason in why) when Q, K,
+ * V or O is not 16-byte aligned, as the tensors were declared. */
+static int bind_pointers(attn_cudnn_plan *pl, const attn_fwd_params *p, void **ptrs, char *why,
+                         size_t whylen) {
+    const char *q = (const char *)p->q + pl->q_offset * pl->esize;
+    char *o = (char *)p->o + pl->o_offset * pl->esize;
+    for (int i = 0; i < pl->n_uids; i++) {
+        switch (pl->roles[i]) {
+        case ROLE_Q: ptrs[i] = (void *)q; break;
+        case ROLE_K: ptrs[i] = (void *)p->k; break;
+        case ROLE_V: ptrs[i] = (void *)p->v; break;
+        case ROLE_O: ptrs[i] = o; break;
+        case ROLE_SCALE: ptrs[i] = &pl->scale; break;
+        case ROLE_NEG_INF: ptrs[i] = &pl->neg_inf; break;
+        case ROLE_SKV: ptrs[i] = &pl->skv; break;
+        case ROLE_SQ: ptrs[i] = &pl->sq; break;
+        case ROLE_STATS: ptrs[i] = pl->stats; break;
+        case ROLE_LSE: ptrs[i] = p->lse; break;
+        case ROLE_SOFTCAP: ptrs[i] = &pl->softcap; break;
+        case ROLE_RIGHT: ptrs[i] = &pl->right; break;
+        case ROLE_LEFT_I: ptrs[i] = &pl->left_i; break;
+        case ROLE_LEFT_F: ptrs[i] = &pl->left_f; break;
+        case ROLE_SEQ_Q: ptrs[i] = pl->lens; break;
+        case ROLE_SEQ_KV: ptrs[i] = pl->seq_kv_used ? (void *)p->seqused_k : pl->lens + pl->lens_kv; break;
+        case ROLE_PAGES: ptrs[i] = (void *)p->block_table; break;
+        case ROLE_Q_OFF: ptrs[i] = pl->offs; break;
+        case ROLE_K_OFF: ptrs[i] = pl->offs + pl->offs_n; break;
+        case ROLE_V_OFF: ptrs[i] = pl->offs + 2 * pl->offs_n; break;
+        case ROLE_O_OFF: ptrs[i] = pl->offs + 3 * pl->offs_n; break;
+        default: ptrs[i] = NULL; break;
+        }
+        const int role = pl->roles[i];
+        if ((role == ROLE_LSE || role == ROLE_SEQ_KV || role == ROLE_PAGES) && (!ptrs[i] || ((uintptr_t)ptrs[i] & 15u))) {
+            put(why, whylen, "attn_cudnn_plan_run: %s is %s (%p)",
+                role == ROLE_LSE ? "lse" : role == ROLE_PAGES ? "block_table" : "seqused_k",
+                ptrs[i] ? "not 16-byte aligned" : "NULL", ptrs[i]);
+            return -1;
+        }
+        if (pl->roles[i] <= ROLE_O && ((uintptr_t)ptrs[i] & 15u)) {
+            static const char *const names[4] = {"q", "k", "v", "o"};
+            put(why, whylen, "attn_cudnn_plan_run: %s%s is not 16-byte aligned (%p)", names[pl->roles[i]],
+                pl->q_offset && (pl->roles[i] == ROLE_Q || pl->roles[i] == ROLE_O) ? " (sliced)" : "", ptrs[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Makes pl->vpack the variant pack of ptrs, the workspace and the current scale: the last
+ * one is reused while they are unchanged, so repeated runs (a timed loop) build none. */
+static int update_vpack(attn_cudnn_plan *pl, void *const *ptrs, char *why, size_t whylen) {
+    attn_cudnn *c = pl->c;
+    if (pl->vpack && !memcmp(ptrs, pl->vpack_ptrs, (size_t)pl->n_uids * sizeof *ptrs) &&
+        pl->vpack_workspace == pl->workspace && !memcmp(&pl->vpack_scale, &pl->scale, sizeof pl->scale))
+        return 0;
+    if (pl->vpack) {
+        c->f.DestroyDescriptor(pl->vpack);
+        pl->vpack = NULL;
+    }
+    void *vp = NULL;
+    cudnn_status st = c->f.CreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+    if (st != CUDNN_STATUS_SUCCESS || !vp) {
+        sdpa_msg(c, why, whylen, st, "cudnnBackendCreateDescriptor", "variant pack", NULL);
+        return -1;
+    }
+    const char *attr = NULL;
+    if ((st = c->f.SetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, pl->n_uids, pl->uids)))
+        attr = "CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS";
+    else if ((st = c->f.SetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pl->n_uids, ptrs)))
+        attr = "CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS";
+    else if ((st = c->f.SetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &pl->workspace)))
+        attr = "CUDNN_ATTR_VARIANT_PACK_WORKSPACE";
+    if (attr) {
+        sdpa_msg(c, why, whylen, st, "cudnnBackendSetAttribute", "variant pack", attr);
+        c->f.DestroyDescriptor(vp);
+        return -1;
+    }
+    if ((st = c->f.Finalize(vp))) {
+        sdpa_msg(c, why, whylen, st, "cudnnBackendFinalize", "variant pack", NULL);
+        c->f.DestroyDescriptor(vp);
+        return -1;
+    }
+    pl->vpack = vp;
+    memcpy(pl->vpack_ptrs, ptrs, (size_t)pl->n_uids * sizeof *ptrs);
+    pl->vpack_workspace = pl->workspace;
+    pl->vpack_scale = pl->scale;
+    return 0;
+}
+
+int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream,
+                        char *why, size_t whylen) {
+    if (!pl || !p) {
+        put(why, whylen, "attn_cudnn_plan_run: NULL argument");
+        return -1;
+    }
+    attn_cudnn *c = pl->c;
+    if (!same_problem(&pl->shape, p)) {
+        put(why, whylen, "attn_cudnn_plan_run: p's shape/strides/dtype/mask/layout differ from the plan's");
+        return -1;
+    }
+    if (pl->want_lse && !p->lse) {
+        put(why, whylen, "attn_cudnn_plan_run: the plan writes the LSE (want_lse) and p->lse is NULL");
+        return -1;
+    }
+    void *ptrs[MAX_UIDS];
+    if (bind_pointers(pl, p, ptrs, why, whylen)) return -1;
+    pl->scale = p->softmax_scale;
+    if (update_vpack(pl, ptrs, why, whylen)) return -1;
+
+    cudnn_status st = c->f.SetStream(c->handle, stream);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        sdpa_msg(c, why, whylen, st, "cudnnSetStream", "handle", NULL);
+        return -1;
+    }
+    /* before cuDNN, on the same stream: the lengths and offsets it reads */
+    cudaError_t ce = pl->run_lens ? sdpa_launch_lens(pl, p, stream) : cudaSuccess;
+    if (ce != cudaSuccess) {
+        put(why, whylen, "launching the lens kernel: %s", cudaGetErrorString(ce));
+        return -1;
+    }
+    st = c->f.Execute(c->handle, pl->exec_plan, pl->vpack);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        sdpa_msg(c, why, whylen, st, "cudnnBackendExecute", pl->kind, NULL);
+        return -1;
+    }
+    /* after cuDNN, on the same stream: sliced plans zero the rows of O no key reaches */
+    for (int i = 0; i < pl->n_fills; i++) {
+        const zero_fill *z = &pl->fills[i];
+        cudaError_t e = cudaMemset2DAsync((char *)p->o + z->offset * pl->esize, z->pitch, 0, z->width,
+                                          z->height, stream);
+        if (e != cudaSuccess) {
+            put(why, whylen, "cudaMemset2DAsync (keyless rows of O): %s", cudaGetErrorString(e));
+            return -1;
+        }
+    }
+    /* sliced plans that write the LSE: the statistics of the last seqlen_k rows, and -inf in
+     * the rows before them (they see no key), for every (batch, head) */
+    if (pl->lse_cut > 0) {
+        const size_t sq = (size_t)p->seqlen_q, sk = (size_t)p->seqlen_k, cut = (size_t)pl->lse_cut;
+        const size_t bh = (size_t)p->batch * (size_t)p->heads;
+        cudaError_t e = cudaMemcpy2DAsync(p->lse + cut, sq * sizeof(float), pl->stats, sk * sizeof(float),
+                                          sk * sizeof(float), bh, cudaMemcpyDeviceToDevice, stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpy2DAsync(p->lse, sq * sizeof(float), pl->neg_inf_rows, cut * sizeof(float),
+                                  cut * sizeof(float), bh, cudaMemcpyDeviceToDevice, stream);
+        if (e != cudaSuccess) {
+            put(why, whylen, "cudaMemcpy2DAsync (LSE rows of a sliced plan): %s", cudaGetErrorString(e));
+            return -1;
+        }
+    }
+    /* padded plans: the rows that see no key, and the packed LSE */
+    ce = pl->run_fix ? sdpa_launch_fix(pl, p, stream) : cudaSuccess;
+    if (ce != cudaSuccess) {
+        put(why, whylen, "launching the fix kernel: %s", cudaGetErrorString(ce));
+        return -1;
+    }
+    return 0;
+}
