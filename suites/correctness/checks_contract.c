@@ -159,10 +159,11 @@ done:
     return oc;
 }
 
-/* One call of 'interleaved': new inputs (unless x was built with them), reference, launch,
- * verdict. */
-static outcome interleaved_call(check_ctx *c, attn_gpu_problem *x, uint64_t seed, const char *what) {
-    if ((x->desc.seed != seed && problem_fill(c, x, seed)) || problem_references(c, x)) return CHECK_FAIL;
+/* One call of 'interleaved': x built from `build` (NULL: new inputs from `seed` in x),
+ * reference, launch, verdict. */
+static outcome interleaved_call(check_ctx *c, attn_gpu_problem *x, const attn_problem_desc *build, uint64_t seed,
+                                const char *what) {
+    if ((build ? build_problem(c, x, build) : problem_fill(c, x, seed)) || problem_references(c, x)) return CHECK_FAIL;
     launch_result lr = run_kernel(c, x);
     if (lr != LAUNCH_OK) {
         if (lr == LAUNCH_FAILED) say(c, "  (in %s)\n", what);
@@ -193,14 +194,12 @@ outcome check_interleaved(check_ctx *c) {
     for (int i = 0; i < 2; i++)
         snprintf(wb[i], sizeof wb[i], "call %d (problem B: batch=%d heads=%d seqlen_q=%d seqlen_k=%d)", 2 + 2 * i,
                  db.batch, db.heads, db.seqlen_q, db.seqlen_k);
-    outcome oc = CHECK_FAIL;
-    if (build_problem(c, &a1, &da) || build_problem(c, &b, &db) || build_problem(c, &a2, &da2)) goto done;
-    if ((oc = interleaved_call(c, &a1, da.seed, "call 1 (problem A)")) != CHECK_PASS ||
-        (oc = interleaved_call(c, &b, da.seed + 1, wb[0])) != CHECK_PASS ||
-        (oc = interleaved_call(c, &a2, da.seed + 2, "call 3 (problem A again, on other buffers)")) != CHECK_PASS)
-        goto done;
-    oc = interleaved_call(c, &b, da.seed + 3, wb[1]);
-done:
+    outcome oc;
+    /* A again while A's first buffers are held: other buffers */
+    if ((oc = interleaved_call(c, &a1, &da, da.seed, "call 1 (problem A)")) == CHECK_PASS &&
+        (oc = interleaved_call(c, &b, &db, db.seed, wb[0])) == CHECK_PASS &&
+        (oc = interleaved_call(c, &a2, &da2, da2.seed, "call 3 (problem A again, on other buffers)")) == CHECK_PASS)
+        oc = interleaved_call(c, &b, NULL, da.seed + 3, wb[1]);
     attn_gpu_problem_free(&a1), attn_gpu_problem_free(&b), attn_gpu_problem_free(&a2);
     return oc;
 }
