@@ -1,0 +1,217 @@
+/* The kernel contract (group contract in checks.def): fwd only enqueues, on the stream it is
+ * given (stream_order); it captures into a CUDA graph (graph_capture); it keeps no state
+ * across calls (interleaved). And 'launch': one fwd, nothing judged, for compute-sanitizer. */
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "context.h"
+#include "gpu_verify.h"
+
+/* The gated launch of stream_order: behind the shut gate, the real inputs arrive (from
+ * `saved`) and the outputs are poisoned; fwd is called; the gate opens only after fwd
+ * returns. */
+static outcome gated_launch(check_ctx *c, attn_gpu_problem *x, const attn_gpu_snapshot *saved, cudaStream_t s,
+                            attn_gate *gate) {
+    char err[1024];
+    if (attn_gate_shut(gate, s, GATE_TIMEOUT_S) != cudaSuccess ||
+        attn_gpu_problem_restore(x, saved, s, err, sizeof err) ||
+        attn_gpu_problem_poison_outputs(x, s, err, sizeof err)) {
+        say(c, "  enqueueing the gate failed\n");
+        return CHECK_FAIL;
+    }
+    int rc = c->kernel->fwd(&x->p, s);
+    int blocked = attn_gate_timed_out(gate); /* fwd waited for the shut gate */
+    attn_gate_open(gate);
+    launch_result lr = fwd_result(c, x, rc);
+    if (lr == LAUNCH_OK) lr = wait_kernel(c, s);
+    if (lr != LAUNCH_OK) return launch_outcome(lr);
+    if (blocked || attn_gate_timed_out(gate)) {
+        say(c, "  fwd did not return while its stream was held (the gate opened by its %d s timeout): "
+            "fwd waits for the GPU (cudaDeviceSynchronize, cudaStreamSynchronize, a blocking copy or "
+            "cudaFree); a kernel must only enqueue work\n", GATE_TIMEOUT_S);
+        return CHECK_FAIL;
+    }
+    if (judge_all(c, x, "stream order")) {
+        say(c, "  fwd was called on a non-blocking stream held by a gate until fwd returned; the "
+            "inputs arrived and the outputs were poisoned behind the gate: work not ordered on "
+            "that stream (a stream of the kernel's own, the legacy default stream, a missing "
+            "event wait) reads NaN inputs or is overwritten\n");
+        return CHECK_FAIL;
+    }
+    return CHECK_PASS;
+}
+
+/* The real inputs kept aside in `saved`; the buffers hold NaN until the gate lets them back. */
+static int hold_back_inputs(check_ctx *c, attn_gpu_problem *x, attn_gpu_snapshot *saved) {
+    char err[1024];
+    if (attn_gpu_problem_snapshot(x, ATTN_FWD_INPUTS, saved, c->stream, err, sizeof err) ||
+        attn_gpu_problem_poison(x, ATTN_FWD_INPUTS, c->stream, err, sizeof err)) {
+        say(c, "  %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* 9. stream order and no host synchronization: fwd must only enqueue, on the stream it is
+ * given. */
+outcome check_stream_order(check_ctx *c) {
+    attn_gpu_problem x;
+    attn_problem_desc d = case_problem(c, 9);
+    say_header(c, "stream_order", &d);
+    attn_gpu_snapshot saved;
+    memset(&saved, 0, sizeof saved);
+    cudaStream_t s = NULL;
+    attn_gate *gate = NULL;
+    outcome oc = CHECK_FAIL;
+    /* a warm-up call outside the gate: first-call set-up (module loading, plans) is allowed */
+    if (build_problem(c, &x, &d) || problem_references(c, &x)) goto done;
+    launch_result lr = run_kernel(c, &x);
+    if (lr != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto done;
+    }
+    if (hold_back_inputs(c, &x, &saved)) goto done;
+    if (cudaStreamSynchronize(c->stream) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+        attn_gate_create(&gate) != cudaSuccess) {
+        say(c, "  setting up the gate failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        goto done;
+    }
+    oc = gated_launch(c, &x, &saved, s, gate);
+done:
+    if (s) cudaStreamSynchronize(s), cudaStreamDestroy(s);
+    attn_gate_destroy(gate);
+    attn_gpu_snapshot_free(&saved);
+    attn_gpu_problem_free(&x);
+    return oc;
+}
+
+/* Captures one fwd call on a fresh stream in global mode; 0 with *exec, or 1 (said). */
+static int capture(check_ctx *c, const attn_gpu_problem *x, cudaGraphExec_t *exec) {
+    cudaStream_t s;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        say(c, "  creating a stream failed: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+        return 1;
+    }
+    e = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    int rc = e == cudaSuccess ? c->kernel->fwd(&x->p, s) : ATTN_OK;
+    cudaError_t e2 = cudaStreamEndCapture(s, &graph);
+    if (e == cudaSuccess) e = e2;
+    cudaGetLastError(); /* a failed capture's error is not the next call's */
+    cudaStreamDestroy(s);
+    if (e != cudaSuccess || rc != ATTN_OK || !graph) {
+        say(c, "  fwd could not be captured into a CUDA graph (stream capture, global mode): %s, fwd "
+            "returned %d. fwd must only enqueue work on its stream: no host synchronization, no "
+            "cudaMalloc/cudaFree, no work on another stream that is not joined back\n",
+            e != cudaSuccess ? cudaGetErrorString(e) : "no graph", rc);
+        if (graph) cudaGraphDestroy(graph);
+        return 1;
+    }
+    e = cudaGraphInstantiate(exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        say(c, "  the captured graph does not instantiate: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    return 0;
+}
+
+/* Replay `replay` of the graph on new inputs in x's buffers, judged; 0 or 1 (said). */
+static int replay_graph(check_ctx *c, attn_gpu_problem *x, cudaGraphExec_t exec, uint64_t seed, int replay) {
+    char what[64], err[1024];
+    snprintf(what, sizeof what, "replay %d of the captured graph on new inputs", replay);
+    if (problem_fill(c, x, seed + 0x51ed2701u * (uint64_t)replay) || problem_references(c, x)) return 1;
+    if (attn_gpu_problem_poison_outputs(x, c->stream, err, sizeof err)) {
+        say(c, "  %s\n", err);
+        return 1;
+    }
+    if (cudaGraphLaunch(exec, c->stream) != cudaSuccess || wait_kernel(c, c->stream) != LAUNCH_OK) {
+        say(c, "  %s failed: %s\n", what, cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    return judge_all(c, x, what);
+}
+
+/* 10. fwd under CUDA graph capture; replays on new inputs in the same buffers are right */
+outcome check_graph_capture(check_ctx *c) {
+    attn_gpu_problem x;
+    attn_problem_desc d = case_problem(c, 10);
+    say_header(c, "graph_capture", &d);
+    cudaGraphExec_t exec = NULL;
+    outcome oc = CHECK_FAIL;
+    if (build_problem(c, &x, &d)) goto done;
+    launch_result lr = run_kernel(c, &x); /* warm-up outside the capture */
+    if (lr != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto done;
+    }
+    if (capture(c, &x, &exec)) goto done;
+    for (int replay = 1; replay <= 2; replay++)
+        if (replay_graph(c, &x, exec, d.seed, replay)) goto done;
+    oc = CHECK_PASS;
+done:
+    if (exec) cudaGraphExecDestroy(exec);
+    attn_gpu_problem_free(&x);
+    return oc;
+}
+
+/* One call of 'interleaved': x built from `build` (NULL: new inputs from `seed` in x),
+ * reference, launch, verdict. */
+static outcome interleaved_call(check_ctx *c, attn_gpu_problem *x, const attn_problem_desc *build, uint64_t seed,
+                                const char *what) {
+    if ((build ? build_problem(c, x, build) : problem_fill(c, x, seed)) || problem_references(c, x)) return CHECK_FAIL;
+    launch_result lr = run_kernel(c, x);
+    if (lr != LAUNCH_OK) {
+        if (lr == LAUNCH_FAILED) say(c, "  (in %s)\n", what);
+        return launch_outcome(lr);
+    }
+    if (judge_all(c, x, what)) {
+        say(c, "  the kernel keeps state across calls (a shape, a pointer or a plan from an earlier "
+            "call): calls alternated between two problems of different sizes\n");
+        return CHECK_FAIL;
+    }
+    return CHECK_PASS;
+}
+
+/* 11. no state across calls: problems A and B (another batch, heads and lengths) interleaved,
+ * A again on new buffers, B again on new inputs; each output verified */
+outcome check_interleaved(check_ctx *c) {
+    attn_gpu_problem a1, b, a2;
+    memset(&a1, 0, sizeof a1), memset(&b, 0, sizeof b), memset(&a2, 0, sizeof a2);
+    const attn_problem_desc da = case_problem(c, 11);
+    say_header(c, "interleaved", &da);
+    /* B keeps A's query heads per KV head */
+    attn_problem_desc db = da, da2 = da;
+    const int group = da.heads / da.heads_k;
+    db.batch = da.batch + 1, db.heads = da.heads + group, db.heads_k = db.heads / group;
+    db.seqlen_q = da.seqlen_q + 19, db.seqlen_k = da.seqlen_k + 41;
+    db.seed = da.seed + 1, da2.seed = da.seed + 2;
+    char wb[2][160];
+    for (int i = 0; i < 2; i++)
+        snprintf(wb[i], sizeof wb[i], "call %d (problem B: batch=%d heads=%d seqlen_q=%d seqlen_k=%d)", 2 + 2 * i,
+                 db.batch, db.heads, db.seqlen_q, db.seqlen_k);
+    outcome oc;
+    /* A again while A's first buffers are held: other buffers */
+    if ((oc = interleaved_call(c, &a1, &da, da.seed, "call 1 (problem A)")) == CHECK_PASS &&
+        (oc = interleaved_call(c, &b, &db, db.seed, wb[0])) == CHECK_PASS &&
+        (oc = interleaved_call(c, &a2, &da2, da2.seed, "call 3 (problem A again, on other buffers)")) == CHECK_PASS)
+        oc = interleaved_call(c, &b, NULL, da.seed + 3, wb[1]);
+    attn_gpu_problem_free(&a1), attn_gpu_problem_free(&b), attn_gpu_problem_free(&a2);
+    return oc;
+}
+
+/* 12. one launch, nothing judged: what compute-sanitizer watches (scripts/sanitize.sh). No
+ * reference runs, so the only other kernels in the process are the input generators. */
+outcome check_launch(check_ctx *c) {
+    attn_gpu_problem x;
+    attn_problem_desc d = case_problem(c, 12);
+    say_header(c, "launch", &d);
+    outcome oc = CHECK_FAIL;
+    if (!build_problem(c, &x, &d)) oc = launch_outcome(run_kernel(c, &x));
+    attn_gpu_problem_free(&x);
+    return oc;
+}

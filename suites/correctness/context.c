@@ -1,0 +1,216 @@
+/* The helpers every correctness check uses (context.h). Nothing of the size of a tensor
+ * crosses to the host: inputs are generated and outputs judged on the GPU. */
+#include "context.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gpu_verify.h"
+#include "harness.h"
+
+/* ----------------------------------------------------------------- messages ---- */
+
+void say(check_ctx *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(c->msg + c->msg_len, sizeof c->msg - c->msg_len, fmt, ap);
+    va_end(ap);
+    if (n > 0) c->msg_len += (size_t)n < sizeof c->msg - c->msg_len ? (size_t)n : sizeof c->msg - c->msg_len - 1;
+}
+
+void say_header(check_ctx *c, const char *check, const attn_problem_desc *d) {
+    const test_case *t = c->tc;
+    c->msg_len = 0;
+    c->msg[0] = 0;
+    say(c, "%s: check '%s' failed\n  shape: batch=%d heads=%d heads_k=%d seqlen_q=%d seqlen_k=%d head_dim=%d "
+        "head_dim_v=%d window=(%d,%d) softcap=%g %s %s, layouts q/k/v %s o %s, softmax_scale=%g\n"
+        "  seed: ATTN_SEED=0x%016llx CK_RUN_CASE=%s reproduces it\n",
+        c->seed_name, check, c->batch, c->heads, t->heads_k, t->seqlen_q, t->seqlen_k, t->head_dim, t->head_dim_v,
+        t->window_left, t->window_right, t->softcap, attn_dtype_name(t->dtype), t->causal ? "causal" : "full",
+        attn_layout_name(d->layout[0]), attn_layout_name(d->layout[3]), d->softmax_scale,
+        (unsigned long long)d->seed, check);
+}
+
+/* ------------------------------------------------------------------ problems ---- */
+
+attn_problem_desc case_problem(const check_ctx *c, int check_id) {
+    const test_case *t = c->tc;
+    attn_problem_desc d = attn_problem_dense(t->dtype, c->batch, c->heads, t->seqlen_q, t->seqlen_k, t->head_dim,
+                                             t->causal, c->seed_name);
+    d.heads_k = t->heads_k, d.head_dim_v = t->head_dim_v;
+    d.window_left = t->window_left, d.window_right = t->window_right, d.softcap = t->softcap;
+    d.softmax_scale = (float)(1.0 / sqrt((double)t->head_dim));
+    /* the same seeds in any grouping of cases: from the kernel, the case and the check */
+    d.seed = attn_seed_from_name(c->seed_name) + 0x9e3779b97f4a7c15ull * (uint64_t)check_id;
+    if (getenv("ATTN_SEED") && *getenv("ATTN_SEED")) d.seed = attn_seed_from_name(c->seed_name);
+    if (t->nseq) {
+        d.nseq = t->nseq, d.page_size = t->page_size, d.spare_pages = 3;
+        memcpy(d.lens_q, t->lens_q, sizeof t->lens_q);
+        memcpy(d.lens_k, t->lens_k, sizeof t->lens_k);
+        d.softmax_scale = 0; /* the module's default, 1/sqrt(d); the header says 0 */
+    }
+    return d;
+}
+
+int build_problem(check_ctx *c, attn_gpu_problem *x, const attn_problem_desc *d) {
+    char err[1024];
+    if (!attn_gpu_problem_build(x, d, c->stream, err, sizeof err)) return 0;
+    say(c, "  %s\n", err);
+    return 1;
+}
+
+int problem_references(check_ctx *c, attn_gpu_problem *x) {
+    char err[1024];
+    if (!attn_gpu_problem_references(x, c->ref, c->stream, err, sizeof err)) return 0;
+    say(c, "  %s\n", err);
+    return 1;
+}
+
+int problem_fill(check_ctx *c, attn_gpu_problem *x, uint64_t seed) {
+    char err[1024];
+    if (!attn_gpu_problem_fill(x, seed, c->stream, err, sizeof err)) return 0;
+    say(c, "  %s\n", err);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ launches ---- */
+
+static void note_unsupported(check_ctx *c, const attn_gpu_problem *x) {
+    const test_case *t = c->tc;
+    if (!c->unsupported[0])
+        snprintf(c->unsupported, sizeof c->unsupported,
+                 "kernel '%s' returned ATTN_UNSUPPORTED for %s %s head_dim=%d layouts q/k/v %s o %s", c->kernel->name,
+                 attn_dtype_name(t->dtype), t->causal ? "causal" : "full", t->head_dim,
+                 attn_layout_name(x->desc.layout[0]), attn_layout_name(x->desc.layout[3]));
+}
+
+launch_result fwd_result(check_ctx *c, const attn_gpu_problem *x, int rc) {
+    if (rc == ATTN_UNSUPPORTED) {
+        note_unsupported(c, x);
+        return LAUNCH_UNSUPPORTED;
+    }
+    if (rc != ATTN_OK) {
+        say(c, "  kernel '%s' returned error code %d\n", c->kernel->name, rc);
+        return LAUNCH_FAILED;
+    }
+    return LAUNCH_OK;
+}
+
+launch_result wait_kernel(check_ctx *c, cudaStream_t stream) {
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        say(c, "  the kernel failed on the GPU: %s: %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
+        return LAUNCH_FAILED;
+    }
+    return LAUNCH_OK;
+}
+
+/* Every operation goes on c->stream: nothing may race with the kernel. */
+launch_result run_kernel(check_ctx *c, attn_gpu_problem *x) {
+    char err[1024];
+    if (attn_gpu_problem_poison_outputs(x, c->stream, err, sizeof err)) {
+        say(c, "  %s\n", err);
+        return LAUNCH_FAILED;
+    }
+    launch_result lr = fwd_result(c, x, c->kernel->fwd(&x->p, c->stream));
+    return lr == LAUNCH_OK ? wait_kernel(c, c->stream) : lr;
+}
+
+outcome launch_outcome(launch_result lr) {
+    return lr == LAUNCH_OK ? CHECK_PASS : lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED : CHECK_FAIL;
+}
+
+outcome prepare(check_ctx *c, attn_gpu_problem *x, const attn_problem_desc *d, const char *check, int *fail) {
+    say_header(c, check, d);
+    *fail = 1;
+    if (build_problem(c, x, d) || problem_references(c, x)) return CHECK_FAIL;
+    launch_result lr = run_kernel(c, x);
+    if (lr != LAUNCH_OK) return launch_outcome(lr);
+    *fail = 0;
+    return CHECK_PASS;
+}
+
+/* ------------------------------------------------------------------ verdicts ---- */
+
+void where(const attn_gpu_problem *x, size_t i, int *b, int *h, int *s, int *d) {
+    const attn_problem_desc *p = &x->desc;
+    *d = (int)(i % p->head_dim_v);
+    i /= p->head_dim_v;
+    *s = (int)(i % p->seqlen_q);
+    i /= p->seqlen_q;
+    *h = (int)(i % p->heads);
+    *b = (int)(i / p->heads);
+}
+
+/* Whether O's row `row` sees no key (attn_abi.h's window rule, causal included). */
+static int row_empty(const attn_gpu_problem *x, size_t row) {
+    const attn_problem_desc *p = &x->desc;
+    const int64_t diag = (int64_t)(row % p->seqlen_q) + p->seqlen_k - p->seqlen_q;
+    const int right = p->causal ? 0 : p->window_right;
+    int64_t lo = p->window_left < 0 ? 0 : diag - p->window_left, hi = right < 0 ? p->seqlen_k : diag + right + 1;
+    return (hi < p->seqlen_k ? hi : p->seqlen_k) <= (lo > 0 ? lo : 0);
+}
+
+/* The verdict's figures gathered on the GPU; the metrics and the worst element in msg. */
+int judge_output(check_ctx *c, const attn_gpu_problem *x, const char *what) {
+    const attn_tolerance *tol = &c->tol;
+    attn_output_stats st;
+    cudaError_t e = attn_output_stats_gpu(&x->p, x->g, x->r, &st, c->stream);
+    if (e != cudaSuccess) {
+        say(c, "  %s: gathering the verdict's figures failed: %s\n", what, cudaGetErrorString(e));
+        return 1;
+    }
+    attn_output_verdict v;
+    attn_output_decide(&st, x->desc.dtype, tol, &v);
+    if (v.rule == ATTN_RULE_PASS) return 0;
+    int b, h, s, d;
+    where(x, v.worst, &b, &h, &s, &d);
+    say(c, "  %s: %s", what, attn_rule_name(v.rule));
+    if (v.rule == ATTN_RULE_NONFINITE || v.rule == ATTN_RULE_EMPTY_ROW)
+        say(c, " (%zu of %zu elements)", v.bad_count, x->o_elems);
+    say(c, "\n  max|O-G| = %.4g  bound %.4g = %g x max|R-G| %.4g + atol %.4g (%g steps of %.3g)\n", v.max_err,
+        v.max_bound, tol->max_factor, v.max_ref_err, v.atol, tol->atol_steps, v.step);
+    say(c, "  mean|O-G| = %.4g  bound %.4g = %g x mean|R-G| %.4g + %.3g\n", v.mean_err, v.mean_bound,
+        tol->mean_factor, v.mean_ref_err, v.mean_bound - tol->mean_factor * v.mean_ref_err);
+    attn_tensor_view ov = attn_gpu_problem_view(x, ATTN_T_O);
+    say(c, "  %s element (b=%d, h=%d, s=%d, d=%d): O=%.6g G=%.6g R=%.6g%s\n",
+        v.rule == ATTN_RULE_MAX || v.rule == ATTN_RULE_MEAN ? "worst" : "first bad", b, h, s, d,
+        attn_peek_view(x->p.o, x->desc.dtype, &ov, v.worst), attn_peek_f32(x->g, v.worst),
+        attn_peek_f32(x->r, v.worst), row_empty(x, v.worst / x->desc.head_dim_v) ? " (a row that sees no key)" : "");
+    return 1;
+}
+
+int judge_lse(check_ctx *c, const attn_gpu_problem *x, const char *what, double *max_abs_g) {
+    const float *lse = attn_gpu_problem_data(x, ATTN_T_LSE);
+    const attn_problem_desc *p = &x->desc;
+    attn_lse_verdict v;
+    double top;
+    cudaError_t e = attn_lse_verdict_gpu(lse, x->lg, x->rows, &c->tol, &v, &top, c->stream);
+    if (e != cudaSuccess) {
+        say(c, "  %s: gathering the LSE figures failed: %s\n", what, cudaGetErrorString(e));
+        return 1;
+    }
+    if (max_abs_g) *max_abs_g = top;
+    if (v.ok) return 0;
+    size_t r = v.worst;
+    say(c, "  %s: %zu of %zu LSE values wrong (bound |L-Lg| <= %g + %g |Lg|)\n", what, v.bad_count, x->rows,
+        c->tol.lse_atol, c->tol.lse_rtol);
+    say(c, "  first bad row (b=%d, h=%d, s=%d): LSE=%.7g golden=%.7g%s\n", (int)(r / p->seqlen_q / p->heads),
+        (int)(r / p->seqlen_q % p->heads), (int)(r % p->seqlen_q), attn_peek_f32(lse, r), attn_peek_f32(x->lg, r),
+        row_empty(x, r) ? " (a row that sees no key: expected -inf)" : "");
+    return 1;
+}
+
+int judge_all(check_ctx *c, const attn_gpu_problem *x, const char *what) {
+    char w[256];
+    snprintf(w, sizeof w, "%s: output", what);
+    int bad = judge_output(c, x, w);
+    snprintf(w, sizeof w, "%s: lse", what);
+    return bad | judge_lse(c, x, w, NULL);
+}

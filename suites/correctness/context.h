@@ -1,0 +1,91 @@
+/* What a correctness check sees: its case, the run's kernel, tolerance, reference and stream,
+ * and the message it writes (check_ctx); the helpers every check uses: a problem of the
+ * case built by harness/gpu_problem.h, one launch, the verdict rules. No global state: a
+ * check is `outcome check_<name>(check_ctx *c)` (the table: checks.def). */
+#ifndef ATTN_CORRECTNESS_CONTEXT_H
+#define ATTN_CORRECTNESS_CONTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn_abi.h"
+#include "gpu_problem.h"
+#include "verdict.h"
+
+/* One case: a row of the cross product (or of a pairwise covering array, --pairwise) of
+ * the --dtype, --head-dim, --mask, --heads-k, --window, --softcap and --shapes lists. */
+enum { MAX_SEQS = 16 }; /* sequences of a packed case */
+typedef struct {
+    attn_dtype dtype;
+    int head_dim, head_dim_v, causal, heads_k, window_left, window_right, seqlen_q, seqlen_k;
+    float softcap;
+    /* packed (a shape "QxK+QxK+..." or a page size): its sequences' lengths; else nseq 0 */
+    int nseq, page_size, lens_q[MAX_SEQS], lens_k[MAX_SEQS];
+    const char *shape; /* its --shapes element, as given ("QxK", "S" or "QxK+QxK+...") */
+    char label[192];   /* fp16/d64/full/s1000, bf16/d192v128/causal/kv1/w16_0/cap30/p16/q1k239+s5 */
+} test_case;
+
+typedef struct {
+    /* the run (fixed once the child has started) */
+    const attn_kernel *kernel;
+    attn_tolerance tol;
+    attn_reference *ref;
+    cudaStream_t stream;
+    int batch, heads;
+    /* the case */
+    const test_case *tc;
+    char seed_name[288]; /* the case's name for its seeds: correctness/<kernel>/<case> */
+    /* what its checks found */
+    char unsupported[512]; /* first ATTN_UNSUPPORTED seen, reported with the case */
+    int n_unsupported;
+    char failed_checks[256]; /* the failed checks' names, comma-separated */
+    char msg[32768];         /* the current check's failure message */
+    size_t msg_len;
+} check_ctx;
+
+typedef enum { CHECK_PASS, CHECK_FAIL, CHECK_UNSUPPORTED } outcome;
+typedef enum { LAUNCH_OK, LAUNCH_UNSUPPORTED, LAUNCH_FAILED } launch_result;
+
+#define ATTN_CHECK(name, group, summary) outcome check_##name(check_ctx *c);
+#include "checks.def"
+#undef ATTN_CHECK
+
+enum { GATE_TIMEOUT_S = 5 }; /* the contract checks' gate opens by itself after this */
+
+/* Appends to c->msg. */
+void say(check_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Starts c->msg: the check, the case's shape and d's layouts and scale, the seed. */
+void say_header(check_ctx *c, const char *check, const attn_problem_desc *d);
+
+/* The case's problem for check number `check_id`: BSHD, inputs of std 1, the LSE asked for,
+ * softmax scale 1/sqrt(d), the seed from the kernel, the case and the check (ATTN_SEED
+ * overrides it). A packed case's sequences too. */
+attn_problem_desc case_problem(const check_ctx *c, int check_id);
+/* attn_gpu_problem_build, attn_gpu_problem_references and attn_gpu_problem_fill on c's
+ * stream, saying why in c->msg; 0 or 1. */
+int build_problem(check_ctx *c, attn_gpu_problem *x, const attn_problem_desc *d);
+int problem_references(check_ctx *c, attn_gpu_problem *x);
+int problem_fill(check_ctx *c, attn_gpu_problem *x, uint64_t seed);
+/* Builds x from d, its references, one launch (said in the header first); *fail is set when
+ * anything before judging failed. */
+outcome prepare(check_ctx *c, attn_gpu_problem *x, const attn_problem_desc *d, const char *check, int *fail);
+
+/* What fwd returned, as a launch result (the reason in msg). */
+launch_result fwd_result(check_ctx *c, const attn_gpu_problem *x, int rc);
+/* Waits for `stream`; a kernel fault or launch error is the kernel's failure. */
+launch_result wait_kernel(check_ctx *c, cudaStream_t stream);
+/* Poisons O and LSE, runs the kernel, waits, all on c->stream. */
+launch_result run_kernel(check_ctx *c, attn_gpu_problem *x);
+/* A launch that was not right as the check's outcome. */
+outcome launch_outcome(launch_result lr);
+
+/* The verdict rule for O against x's references, the LSE rule for its LSE; 0 pass, or 1
+ * with the figures and the worst element in msg. judge_lse's *max_abs_g (optional) gets the
+ * largest finite golden |LSE|; judge_all judges both, `what` prefixed. */
+int judge_output(check_ctx *c, const attn_gpu_problem *x, const char *what);
+int judge_lse(check_ctx *c, const attn_gpu_problem *x, const char *what, double *max_abs_g);
+int judge_all(check_ctx *c, const attn_gpu_problem *x, const char *what);
+/* (b, h, s, d) of logical element `i` of O */
+void where(const attn_gpu_problem *x, size_t i, int *b, int *h, int *s, int *d);
+
+#endif

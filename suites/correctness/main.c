@@ -1,0 +1,594 @@
+/* The correctness suite: one process per test, each test a list of cases (the cross product
+ * of dtypes, head dims, masks and shapes), one Check test case per check of a case, so a
+ * failure names its case and its check.
+ *
+ *   attn_correctness --name correctness/simple/bf16/d128/causal --kernel simple
+ *       [--plugin lib.so] --dtype bf16 --head-dim 128 --mask causal --shapes 4,17,1000,1x239
+ *       --batch 2 --heads 3 --tolerance thresholds/tolerance.ini
+ *   attn_correctness --list-checks      (the check table: name, group, summary)
+ *
+ * Prints one line per case, "CASE <dtype>/d<D>/<mask>/<shape> passed|FAILED <checks>|
+ * NOT_SUPPORTED|SKIPPED|NOT_RUN", a tally, and for each failed case the command that reruns
+ * it alone. Exit: 0 no case failed and one passed; 1 a case failed or did not run; 77 no GPU,
+ * or no case supported or runnable here (the reasons are printed); 2 bad arguments or a
+ * harness error.
+ *
+ * The files: main.c (arguments, cases, the Check plumbing, the report), context.{h,c} (what
+ * a check sees and the helpers it uses), checks_output.c, checks_contract.c and
+ * checks_packed.c (the checks), checks.def (the one table of the checks: adding a check is
+ * a line there and its function). Problems come from harness/gpu_problem.h only.
+ *
+ * Isolation: a CUDA context does not survive fork(), so Check runs without forking
+ * (CK_NOFORK) inside one child process that runs the cases (harness/supervise.h); a case that
+ * crashes it, hangs past --case-timeout or leaves its CUDA context broken fails alone, and a
+ * new child runs the cases after it. One process per case would cost a CUDA context each:
+ * about 0.13 s, serialized by the driver across processes.
+ * Seeds derive from the kernel, the case and the check (never from the grouping);
+ * ATTN_SEED=<n> overrides them. CK_RUN_CASE=<check> runs one check.
+ *
+ * State: everything a check reads or writes is in one check_ctx, passed to it. Check's test
+ * functions take no argument, so they reach it through one pointer (current_ctx), set while
+ * a case's Check suite runs; nothing else is file-static and mutable. */
+#include <check.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "attn_abi.h"
+#include "context.h"
+#include "gpu_problem.h"
+#include "harness.h"
+#include "pairwise.h"
+#include "problem.h"
+#include "reference.h"
+#include "registry.h"
+#include "supervise.h"
+#include "verdict.h"
+
+/* --------------------------------------------------------------- the check table ---- */
+
+typedef struct {
+    const char *name, *group, *summary;
+} check_info;
+
+static const check_info CHECKS[] = {
+#define ATTN_CHECK(name, group, summary) {#name, #group, summary},
+#include "checks.def"
+#undef ATTN_CHECK
+};
+enum { N_CHECKS = sizeof CHECKS / sizeof CHECKS[0] };
+static const char DEFAULT_GROUP[] = "correctness"; /* what runs without --checks */
+
+/* The context of the case whose checks run now (Check's tests take no argument). */
+static check_ctx *current_ctx;
+
+/* Records a check's outcome in c; a failure fails the Check test with c's message. */
+static void finish(check_ctx *c, const char *check, outcome oc) {
+    if (oc == CHECK_UNSUPPORTED) {
+        c->n_unsupported++;
+        return;
+    }
+    if (oc != CHECK_PASS) {
+        size_t n = strlen(c->failed_checks);
+        snprintf(c->failed_checks + n, sizeof c->failed_checks - n, "%s%s", n ? "," : "", check);
+    }
+    ck_assert_msg(oc == CHECK_PASS, "%s", c->msg);
+}
+
+#define ATTN_CHECK(name, group, summary)                                                        \
+    START_TEST(test_##name) { finish(current_ctx, #name, check_##name(current_ctx)); }          \
+    END_TEST
+#include "checks.def"
+#undef ATTN_CHECK
+
+static void list_checks(void) {
+    for (int i = 0; i < N_CHECKS; i++) printf("%s %s %s\n", CHECKS[i].name, CHECKS[i].group, CHECKS[i].summary);
+}
+
+/* The checks of DEFAULT_GROUP, comma-separated, in the table's order. */
+static void default_checks(char *out, size_t len) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < N_CHECKS; i++)
+        if (!strcmp(CHECKS[i].group, DEFAULT_GROUP) && n < len)
+            n += snprintf(out + n, len - n, "%s%s", n ? "," : "", CHECKS[i].name);
+}
+
+/* 1 iff `name` is an element of the comma-separated `list` */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
+/* 0, or the first unknown name of the list in `bad` */
+static int checks_valid(const char *list, char *bad, size_t badlen) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int known = 0;
+        for (int i = 0; i < N_CHECKS; i++) known |= !strcmp(CHECKS[i].name, tok);
+        if (!known) {
+            snprintf(bad, badlen, "%s", tok);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static Suite *make_suite(const char *name, const char *checks) {
+    const TTest *tests[N_CHECKS] = {
+#define ATTN_CHECK(name, group, summary) test_##name,
+#include "checks.def"
+#undef ATTN_CHECK
+    };
+    Suite *s = suite_create(name);
+    for (int i = 0; i < N_CHECKS; i++) {
+        if (!listed(checks, CHECKS[i].name)) continue;
+        TCase *tc = tcase_create(CHECKS[i].name);
+        tcase_add_test(tc, tests[i]);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+/* ---------------------------------------------------------------------- cases ---- */
+
+enum { AX_DTYPE, AX_DIM, AX_MASK, AX_HEADS_K, AX_WINDOW, AX_SOFTCAP, AX_PAGE, AX_SHAPE, N_AXES, MAXL = 64 };
+static const char *const AXIS_OPT[N_AXES] = {"--dtype", "--head-dim", "--mask", "--heads-k", "--window", "--softcap",
+                                             "--page-size", "--shapes"};
+enum { ELEM = 96 }; /* the longest list element: a packed batch "QxK+QxK+..." */
+
+typedef struct {
+    const char *name; /* CTest test name: messages */
+    const char *kernel, *plugin, *tolerance, *checks;
+    const char *lists[N_AXES]; /* dtypes, head dims, masks, KV heads, windows, softcaps, page sizes, shapes */
+    char values[N_AXES][MAXL][ELEM]; /* the lists' elements */
+    char default_checks[256];
+    char heads_text[16]; /* --heads-k's default */
+    int in_process, pairwise, list, list_checks;
+    int shard, shards; /* --shard K/N: only the cases i with i % N == K (N 1: all) */
+    double case_timeout_s;
+    test_case *cases;
+    int n_cases;
+    check_ctx ctx; /* what the checks see (its batch and heads from the command line) */
+} suite;
+
+static void usage(const char *why) {
+    fprintf(stderr,
+            "attn_correctness: %s\n"
+            "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so] --dtype fp16|bf16[,...]\n"
+            "         --head-dim D|DxDV[,...] --mask full|causal[,...] --shapes QxK|S[,...] --batch B --heads H\n"
+            "         [--heads-k HK[,...]] [--window L:R[,...]] [--softcap C[,...]] [--page-size P[,...]]\n"
+            "         [--pairwise] [--shard K/N]\n"
+            "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process] [--list]\n"
+            "       attn_correctness --list-checks\n"
+            "cases: the cross product of the lists (S = SxS; D = DxD; --heads-k defaults to --heads,\n"
+            "        --window to -1:-1 (none; -1 is unbounded; causal cases keep only L), --softcap to 0\n"
+            "        (off)); --pairwise: the rows of a pairwise covering array of them instead;\n"
+            "        --shard K/N: of those, the cases i with i %% N == K (a test split over N processes)\n"
+            "packed cases: a shape QxK+QxK+... (sequences of their own lengths, 0 allowed) or a page\n"
+            "        size P > 0 (K and V in a shuffled pool of P-row pages) runs only the check 'packed'\n"
+            "checks: the names --list-checks prints (name, group, summary); by default those of group\n"
+            "        correctness; contract: the kernel contract; launch: one fwd, nothing judged (for\n"
+            "        compute-sanitizer); packed: a packed case's\n"
+            "--in-process: run the cases in this process (for tools that follow one process);\n"
+            "        by default a child process runs them, replaced after a crash or a hang\n"
+            "--list: print the cases and exit; --list-checks: print the checks and exit\n",
+            why);
+    exit(2);
+}
+
+static int positive_arg(const char *opt, const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == 0 || *end || v < 1 || v > (1L << 24)) {
+        fprintf(stderr, "attn_correctness: %s: expected a positive integer, got '%s'\n", opt, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+/* The elements of a comma-separated list into out[] (at most max, each under ELEM chars). */
+static int split_list(const char *opt, const char *list, char out[][ELEM], int max) {
+    int n = 0;
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= ELEM || n == max) {
+            fprintf(stderr, "attn_correctness: %s: bad list '%s'\n", opt, list);
+            exit(2);
+        }
+        memcpy(out[n], p, len);
+        out[n++][len] = 0;
+        p += len;
+        if (!*p) return n;
+    }
+}
+
+/* "A" or "A<sep>B" (B defaults to A) into two integers, each checked by `value`. */
+static void parse_pair(const char *opt, const char *s, char sep, int (*value)(const char *, const char *), int *a,
+                       int *b) {
+    char first[32];
+    size_t len = strcspn(s, (char[]){sep, 0});
+    snprintf(first, sizeof first, "%.*s", (int)len, s);
+    *a = value(opt, first);
+    *b = s[len] ? value(opt, s + len + 1) : *a;
+}
+
+/* -1 (unbounded) or a window bound >= 0 */
+static int window_arg(const char *opt, const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == 0 || *end || v < -1 || v > (1L << 24)) {
+        fprintf(stderr, "attn_correctness: %s: expected -1 or a bound >= 0, got '%s'\n", opt, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static float softcap_arg(const char *opt, const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end || !(v >= 0) || v > 1e6) {
+        fprintf(stderr, "attn_correctness: %s: expected a number >= 0, got '%s'\n", opt, s);
+        exit(2);
+    }
+    return (float)v;
+}
+
+/* A shape "QxK" (or "S"), or sequences "QxK+QxK+..." (a packed batch), into c; its label
+ * part ("s17", "q1k239", "q1k239+s0") at l. Returns the label's end. */
+static char *parse_shapes(test_case *c, const char *s, char *l, char *end) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0;
+    c->seqlen_q = c->seqlen_k = 0;
+    for (char *tok = strtok(buf, "+"); tok; tok = strtok(NULL, "+")) {
+        if (n == MAX_SEQS) usage("--shapes: more than 16 sequences in one packed shape");
+        int q, k;
+        parse_pair("--shapes", tok, 'x', strchr(s, '+') ? window_arg : positive_arg, &q, &k);
+        if (q < 0 || k < 0) usage("--shapes: a sequence length below 0");
+        c->lens_q[n] = q, c->lens_k[n++] = k;
+        c->seqlen_q = q > c->seqlen_q ? q : c->seqlen_q, c->seqlen_k = k > c->seqlen_k ? k : c->seqlen_k;
+        l += snprintf(l, end - l, "%s", n > 1 ? "+" : "");
+        l += q == k ? snprintf(l, end - l, "s%d", q) : snprintf(l, end - l, "q%dk%d", q, k);
+    }
+    c->nseq = n > 1 ? n : 0;
+    if (c->seqlen_q < 1) c->seqlen_q = 1; /* the maxima of a packed batch: at least one row */
+    if (c->seqlen_k < 1) c->seqlen_k = 1;
+    return l;
+}
+
+/* The axes but the shape into c from the values chosen by row[]. */
+static void parse_axes(test_case *c, char v[N_AXES][MAXL][ELEM], const int *row) {
+    if (attn_dtype_parse(v[AX_DTYPE][row[AX_DTYPE]], &c->dtype)) usage("--dtype: expected fp16 or bf16");
+    parse_pair("--head-dim", v[AX_DIM][row[AX_DIM]], 'x', positive_arg, &c->head_dim, &c->head_dim_v);
+    const char *m = v[AX_MASK][row[AX_MASK]];
+    if (strcmp(m, "full") && strcmp(m, "causal")) usage("--mask: expected full or causal");
+    c->causal = !strcmp(m, "causal");
+    c->heads_k = positive_arg("--heads-k", v[AX_HEADS_K][row[AX_HEADS_K]]);
+    parse_pair("--window", v[AX_WINDOW][row[AX_WINDOW]], ':', window_arg, &c->window_left, &c->window_right);
+    if (c->causal && c->window_right > 0) c->window_right = 0; /* causal is a right bound of 0 */
+    c->softcap = softcap_arg("--softcap", v[AX_SOFTCAP][row[AX_SOFTCAP]]);
+    c->page_size = window_arg("--page-size", v[AX_PAGE][row[AX_PAGE]]);
+    if (c->page_size < 0) usage("--page-size: expected 0 (none) or a page size");
+}
+
+/* Case c from the axis values chosen by row[]; its label names what is not off. */
+static void make_case(suite *s, test_case *c, const int *row) {
+    char(*v)[MAXL][ELEM] = s->values;
+    parse_axes(c, v, row);
+    char *l = c->label, *end = c->label + sizeof c->label;
+    l += snprintf(l, end - l, "%s/d%d", v[AX_DTYPE][row[AX_DTYPE]], c->head_dim);
+    if (c->head_dim_v != c->head_dim) l += snprintf(l, end - l, "v%d", c->head_dim_v);
+    l += snprintf(l, end - l, "/%s/", c->causal ? "causal" : "full");
+    if (c->heads_k != s->ctx.heads) l += snprintf(l, end - l, "kv%d/", c->heads_k);
+    if (c->window_left >= 0 || c->window_right >= 0) l += snprintf(l, end - l, "w%d_%d/", c->window_left, c->window_right);
+    if (c->softcap > 0) l += snprintf(l, end - l, "cap%g/", c->softcap);
+    if (c->page_size > 0) l += snprintf(l, end - l, "p%d/", c->page_size);
+    c->shape = v[AX_SHAPE][row[AX_SHAPE]];
+    parse_shapes(c, c->shape, l, end);
+    if (c->page_size > 0 && !c->nseq) { /* paged, one shape: --batch sequences of it */
+        c->nseq = s->ctx.batch < MAX_SEQS ? s->ctx.batch : MAX_SEQS;
+        for (int b = 1; b < c->nseq; b++) c->lens_q[b] = c->lens_q[0], c->lens_k[b] = c->lens_k[0];
+    }
+}
+
+/* The problem of case c as the checks build it, pointers standing in (nothing reads them):
+ * for validating it and asking the kernel whether it takes it. */
+static attn_fwd_params case_shape(const suite *s, const test_case *c) {
+    attn_fwd_params p;
+    attn_params_clear(&p, s->ctx.heads);
+    p.dtype = c->dtype, p.batch = s->ctx.batch, p.seqlen_q = c->seqlen_q, p.seqlen_k = c->seqlen_k;
+    p.head_dim = c->head_dim, p.head_dim_v = c->head_dim_v, p.causal = c->causal, p.heads_k = c->heads_k;
+    p.window_left = c->window_left, p.window_right = c->window_right, p.softcap = c->softcap;
+    p.softmax_scale = 1.0f;
+    const void *stand_in = c;
+    p.q = p.k = p.v = stand_in, p.o = (void *)stand_in;
+    if (c->nseq) { /* what a packed case needs, for attn_kernel_lacks */
+        static const attn_problem_desc none;
+        attn_problem_desc d = none;
+        d.nseq = c->nseq, d.page_size = c->page_size;
+        memcpy(d.lens_q, c->lens_q, sizeof c->lens_q);
+        p.batch = c->nseq;
+        if (!attn_problem_q_dense(&d)) p.cu_seqlens_q = stand_in;
+        if (c->page_size > 0)
+            p.block_table = p.seqused_k = stand_in, p.page_size = c->page_size;
+        else if (attn_problem_kv_cache(&d))
+            p.seqused_k = stand_in;
+        else
+            p.cu_seqlens_k = stand_in;
+    }
+    return p;
+}
+
+static void validate_case(const suite *s, const test_case *c) {
+    if (c->nseq) return; /* a packed case: gpu_problem validates its arrays before any launch */
+    const attn_fwd_params p = case_shape(s, c);
+    const attn_problem_host none = {NULL, NULL, NULL, NULL};
+    char err[512];
+    if (attn_problem_check(&p, &none, err, sizeof err)) {
+        fprintf(stderr, "attn_correctness: case %s: %s\n", c->label, err);
+        exit(2);
+    }
+}
+
+/* The cases: the cross product of the lists, in the order of the axes, or (--pairwise) the
+ * rows of a pairwise covering array of them (attn_axis_rows). */
+static void build_cases(suite *s) {
+    int size[N_AXES], total = 1;
+    for (int x = 0; x < N_AXES; x++) total *= size[x] = split_list(AXIS_OPT[x], s->lists[x], s->values[x], MAXL);
+    int *rows = calloc((size_t)total * N_AXES, sizeof *rows);
+    int n = rows ? attn_axis_rows(size, N_AXES, s->pairwise, rows, total) : -1;
+    if (n < 0) {
+        fprintf(stderr, "attn_correctness: the cases of the lists could not be enumerated (%d combinations)\n", total);
+        exit(2);
+    }
+    s->cases = calloc((size_t)n, sizeof *s->cases);
+    s->n_cases = 0;
+    for (int r = s->shard; r < n; r += s->shards) {
+        test_case *c = &s->cases[s->n_cases++];
+        make_case(s, c, rows + (size_t)r * N_AXES);
+        validate_case(s, c);
+    }
+    free(rows);
+}
+
+/* ---------------------------------------------------------------- arguments ---- */
+
+/* One option into s; 0, or 1 for an unknown one. */
+static int take_option(suite *s, int opt) {
+    static const char AXIS_OF[N_AXES] = {'t', 'd', 'm', 'K', 'w', 'C', 'G', 'S'};
+    for (int x = 0; x < N_AXES; x++) {
+        if (opt != AXIS_OF[x]) continue;
+        s->lists[x] = optarg;
+        return 0;
+    }
+    char extra;
+    switch (opt) {
+    case 'n': s->name = optarg; break;
+    case 'k': s->kernel = optarg; break;
+    case 'p': s->plugin = optarg; break;
+    case 'b': s->ctx.batch = positive_arg("--batch", optarg); break;
+    case 'h': s->ctx.heads = positive_arg("--heads", optarg); break;
+    case 'T': s->tolerance = optarg; break;
+    case 'c': s->checks = optarg; break;
+    case 'W': s->case_timeout_s = positive_arg("--case-timeout", optarg); break;
+    case 'I': s->in_process = 1; break;
+    case 'P': s->pairwise = 1; break;
+    case 'L': s->list = 1; break;
+    case 'l': s->list_checks = 1; break;
+    case 'H':
+        if (sscanf(optarg, "%d/%d%c", &s->shard, &s->shards, &extra) != 2 || s->shards < 1 || s->shards > 64 ||
+            s->shard < 0 || s->shard >= s->shards)
+            usage("--shard: expected K/N with 0 <= K < N <= 64");
+        break;
+    default: return 1;
+    }
+    return 0;
+}
+
+/* The command line into s; exits 2 with the usage on anything malformed. --list-checks
+ * prints the table and exits 0, needing nothing else. */
+static void parse_args(int argc, char **argv, suite *s) {
+    default_checks(s->default_checks, sizeof s->default_checks);
+    s->checks = s->default_checks;
+    s->case_timeout_s = 60;
+    s->lists[AX_WINDOW] = "-1:-1", s->lists[AX_SOFTCAP] = "0", s->lists[AX_PAGE] = "0";
+    s->shard = 0, s->shards = 1;
+    static const struct option opts[] = {
+        {"name", 1, 0, 'n'},     {"kernel", 1, 0, 'k'},       {"plugin", 1, 0, 'p'},    {"dtype", 1, 0, 't'},
+        {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},         {"shapes", 1, 0, 'S'},    {"batch", 1, 0, 'b'},
+        {"heads", 1, 0, 'h'},    {"tolerance", 1, 0, 'T'},    {"checks", 1, 0, 'c'},    {"case-timeout", 1, 0, 'W'},
+        {"in-process", 0, 0, 'I'}, {"heads-k", 1, 0, 'K'},    {"window", 1, 0, 'w'},    {"softcap", 1, 0, 'C'},
+        {"pairwise", 0, 0, 'P'}, {"list", 0, 0, 'L'}, {"page-size", 1, 0, 'G'}, {"shard", 1, 0, 'H'},
+        {"list-checks", 0, 0, 'l'}, {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+        if (take_option(s, c)) usage("unknown option");
+    if (optind != argc) usage("unexpected argument");
+    if (s->list_checks) {
+        list_checks();
+        exit(0);
+    }
+    if (!s->name || !s->kernel || !s->lists[AX_DTYPE] || !s->lists[AX_MASK] || !s->tolerance || !s->lists[AX_DIM] ||
+        !s->lists[AX_SHAPE] || !s->ctx.batch || !s->ctx.heads)
+        usage("missing option");
+    snprintf(s->heads_text, sizeof s->heads_text, "%d", s->ctx.heads);
+    if (!s->lists[AX_HEADS_K]) s->lists[AX_HEADS_K] = s->heads_text;
+    build_cases(s);
+    char bad[128];
+    if (checks_valid(s->checks, bad, sizeof bad)) {
+        fprintf(stderr, "attn_correctness: --checks: unknown check '%s'\n", bad);
+        exit(2);
+    }
+}
+
+/* ------------------------------------------------------------------ running ---- */
+
+/* The scale rows need tens of GB: with less free GPU memory than a check needs, the case is
+ * skipped, saying so (a smaller GPU cannot run it; that is not a pass). The largest check
+ * holds q, k, v, o and a copy of o in the dtype, and G, R in float. */
+static int enough_memory(const check_ctx *x, const test_case *c, char *why, size_t len) {
+    const int dmax = c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v;
+    double eq = (double)x->batch * x->heads * c->seqlen_q * dmax;
+    double ek = (double)x->batch * c->heads_k * c->seqlen_k * dmax;
+    double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq) + (256 << 20);
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
+    snprintf(why, len, "this case needs about %.1f GiB of GPU memory; %.1f GiB of %.1f GiB are free",
+             need / (1 << 30), free_b / 1073741824.0, total_b / 1073741824.0);
+    return 0;
+}
+
+/* In the child, once: the GPU (77 without one), the stream, the reference. */
+static int child_init(void *ctx) {
+    check_ctx *x = &((suite *)ctx)->ctx;
+    char err[1024];
+    if (!attn_gpu_available(err, sizeof err)) {
+        printf("SKIPPED: %s\n", err);
+        return ATTN_EXIT_SKIP;
+    }
+    /* which GPU ran this test (with several, CTest's resource allocation picks it) */
+    int dev = -1;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        printf("GPU %d: %s, PCI %04x:%02x:%02x\n", dev, prop.name, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+    cudaError_t e = cudaStreamCreate(&x->stream);
+    if (e != cudaSuccess) {
+        printf("FAILED: cannot create a CUDA stream: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    if (attn_ref_create(&x->ref, err, sizeof err)) {
+        printf("FAILED: cannot create the reference: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* The checks of one case, as a Check suite run in this process; prints each failure. */
+static attn_case_verdict run_checks(check_ctx *x, const char *checks, double t0) {
+    const test_case *c = x->tc;
+    x->n_unsupported = 0, x->failed_checks[0] = 0, x->unsupported[0] = 0;
+    current_ctx = x;
+    SRunner *sr = srunner_create(make_suite(c->label, checks));
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_SILENT);
+    current_ctx = NULL;
+    int failed = srunner_ntests_failed(sr);
+    TestResult **tr = srunner_failures(sr);
+    for (int k = 0; k < failed; k++) printf("%s\n", tr_msg(tr[k]));
+    free(tr);
+    srunner_free(sr);
+    double s = attn_wall_s() - t0;
+    if (failed) {
+        printf("CASE %s FAILED %s (%.2f s)\n", c->label, x->failed_checks[0] ? x->failed_checks : "(a Check error)", s);
+        return ATTN_CASE_FAILED;
+    }
+    if (x->n_unsupported) {
+        printf("CASE %s NOT_SUPPORTED (%.2f s)\nNOT SUPPORTED (%d checks): %s\n", c->label, s, x->n_unsupported,
+               x->unsupported);
+        return ATTN_CASE_UNSUPPORTED;
+    }
+    printf("CASE %s passed (%.2f s)\n", c->label, s);
+    return ATTN_CASE_PASSED;
+}
+
+/* In the child: case i. A CUDA context left broken (a kernel fault is sticky) ends this
+ * process, so that the next case starts in a new one. */
+static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
+    suite *s = ctx;
+    check_ctx *x = &s->ctx;
+    const test_case *c = &s->cases[i];
+    x->tc = c;
+    /* the same seeds in any grouping of cases: from the kernel and the case alone */
+    snprintf(x->seed_name, sizeof x->seed_name, "correctness/%s/%s", s->kernel, c->label);
+    double t0 = attn_wall_s();
+    char why[512];
+    attn_case_verdict v;
+    const attn_fwd_params shape = case_shape(s, c);
+    if (attn_kernel_lacks(x->kernel, &shape, why, sizeof why)) { /* said before any launch */
+        printf("CASE %s NOT_SUPPORTED (0.00 s)\nNOT SUPPORTED: %s\n", c->label, why);
+        v = ATTN_CASE_UNSUPPORTED;
+    } else if (!enough_memory(x, c, why, sizeof why)) {
+        printf("CASE %s SKIPPED: %s\n", c->label, why);
+        v = ATTN_CASE_SKIPPED;
+    } else {
+        v = run_checks(x, c->nseq ? "packed" : s->checks, t0); /* a packed case has its own check */
+    }
+    cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        printf("the CUDA context is broken after case %s (%s): the next case starts in a new process\n", c->label,
+               cudaGetErrorName(e));
+        *stop_child = 1;
+    }
+    return v;
+}
+
+static const char *case_label(int i, void *ctx) { return ((const suite *)ctx)->cases[i].label; }
+
+/* ------------------------------------------------------------------ the end ---- */
+
+/* The tally, a line per case that never reported, how to rerun each failed case alone;
+ * the exit status: 1 if any case failed or did not run, else 0 if any passed, else 77. */
+static int report(const suite *s, const attn_case_verdict *v, const char *argv0) {
+    int count[ATTN_CASE_NOT_RUN + 1] = {0};
+    for (int i = 0; i < s->n_cases; i++) {
+        count[v[i]]++;
+        if (v[i] == ATTN_CASE_NOT_RUN) printf("CASE %s NOT_RUN\n", s->cases[i].label);
+    }
+    printf("%s: %d cases: %d passed, %d failed, %d not supported, %d skipped, %d not run\n", s->name, s->n_cases,
+           count[ATTN_CASE_PASSED], count[ATTN_CASE_FAILED], count[ATTN_CASE_UNSUPPORTED], count[ATTN_CASE_SKIPPED],
+           count[ATTN_CASE_NOT_RUN]);
+    for (int i = 0; i < s->n_cases; i++) {
+        const test_case *c = &s->cases[i];
+        if (v[i] != ATTN_CASE_FAILED) continue;
+        printf("rerun %s alone: %s --name %s --kernel %s%s%s --dtype %s --head-dim %dx%d --mask %s --heads-k %d "
+               "--window=%d:%d --softcap %g --shapes %s --page-size %d --batch %d --heads %d --tolerance %s "
+               "--checks %s\n",
+               c->label, argv0, s->name, s->kernel, s->plugin ? " --plugin " : "", s->plugin ? s->plugin : "",
+               attn_dtype_name(c->dtype), c->head_dim, c->head_dim_v, c->causal ? "causal" : "full", c->heads_k,
+               c->window_left, c->window_right, c->softcap, c->shape, c->page_size, s->ctx.batch, s->ctx.heads,
+               s->tolerance, s->checks);
+    }
+    if (count[ATTN_CASE_FAILED] || count[ATTN_CASE_NOT_RUN]) return 1;
+    if (count[ATTN_CASE_PASSED]) return 0;
+    printf("%s\n", count[ATTN_CASE_UNSUPPORTED] ? "NOT SUPPORTED: no case of this test (reasons above)"
+                                                : "SKIPPED: every case of this test (reasons above)");
+    return ATTN_EXIT_SKIP;
+}
+
+int main(int argc, char **argv) {
+    suite *s = calloc(1, sizeof *s);
+    if (!s) return 2;
+    parse_args(argc, argv, s);
+    char err[1024];
+    if (attn_tolerance_load(s->tolerance, &s->ctx.tol, err, sizeof err)) {
+        fprintf(stderr, "attn_correctness: %s\n", err);
+        return 2;
+    }
+    s->ctx.kernel = attn_find_kernel(s->kernel, s->plugin, err, sizeof err);
+    if (!s->ctx.kernel) {
+        fprintf(stderr, "attn_correctness: %s\n", err);
+        return 2;
+    }
+    if (s->list) { /* the cases, no GPU needed */
+        for (int i = 0; i < s->n_cases; i++) printf("%s\n", s->cases[i].label);
+        return 0;
+    }
+    attn_case_runner r = {child_init, run_case, case_label, s, s->n_cases, s->case_timeout_s};
+    attn_case_verdict *v = calloc((size_t)s->n_cases, sizeof *v);
+    int rc = s->in_process ? attn_run_cases_in_process(&r, v) : attn_run_cases(&r, v, stdout);
+    if (rc) return rc; /* nothing ran: no GPU (77), or the set-up failed */
+    rc = report(s, v, argv[0]);
+    free(v);
+    free(s->cases);
+    free(s);
+    return rc;
+}
