@@ -11,7 +11,7 @@ against a float32 computation before timing. Timing: warm-up, then cold samples 
 flushed before each by writing twice its size), CUDA events, samples taken while the SM
 clock (NVML) is under 75 % of its maximum dropped, at least 10 samples and 0.5 s, then stop
 at a relative standard deviation under 0.5 % or after 1 s; median, minimum and a 95 %
-bootstrap confidence interval of the median. Writes results/<gpu>/<date>-<commit>-peers.json
+bootstrap confidence interval of the median. Writes results/<gpu>/peers/<date>-<commit>-peers.json
 (never replacing a file). Exit 77 where PyTorch or a GPU is missing.
 """
 import argparse
@@ -194,7 +194,7 @@ def main():
                                 "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
                                 "cudnn_version": torch.backends.cudnn.version(), "peers": True},
            "tests": tests}
-    outdir = os.path.join(a.results_dir, slug)
+    outdir = os.path.join(a.results_dir, slug, "peers")
     os.makedirs(outdir, exist_ok=True)
     stem = f"{now:%Y-%m-%d}-{commit}-peers"
     tmp = os.path.join(outdir, f".{stem}.tmp.{os.getpid()}")

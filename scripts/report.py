@@ -2,21 +2,25 @@
 """Writes a run's report: Markdown with a summary and a table, and two plots.
 
     scripts/report.py RESULTS.json [--previous OLD.json] [--junit CORRECTNESS.xml]
-                      [--peers PEERS.json] --out DIR
+                      [--peers PEERS.json] [--history DB] --out DIR
 
 DIR/report.md: correctness counts (from the JUnit file), benchmark verdicts, and per test
 the kernel's time, TFLOP/s, speedups, roofline efficiency, verdict and its ratio to the
 previous run. DIR/roofline.png: every benchmark point against the GPU's two ceilings
 (peak FLOP/s and arithmetic intensity x bandwidth). DIR/speedup.png: speedup against S
 per (dtype, head dim, mask), vs the cuBLAS reference and vs cuDNN. The plots need
-matplotlib; without it the report says so and has the table only.
+matplotlib; without it the report says so and has the table only. With --history (the SQLite
+database `scripts/results.py db` builds from the committed results): a trend table of each
+(kernel, dtype, head dim, workload)'s longest sequence across the earlier runs on this GPU, and
+DIR/trend.png, the same as a plot.
 """
 import argparse
 import collections
 import os
 import sys
 
-from results_schema import junit_cases, load_junit, load_results
+from attn import store
+from attn.schema import junit_cases, load_junit, load_results, workload
 
 PROG = "report"
 # the fields a measured test's row and plots read (results/README.md)
@@ -38,9 +42,53 @@ def junit_counts(root):
     return counts, failed
 
 
-def workload(t):
-    """full, causal, or version 2's decode, varlen, window (results before them: by the mask)"""
-    return t.get("workload") or ("causal" if t["causal"] else "full")
+TREND_RUNS = 8  # the trend shows this many runs, the newest last
+
+
+def trend_tests(doc):
+    """One test per (kernel, dtype, head dim, workload): its longest sequence."""
+    best = {}
+    for t in doc["tests"]:
+        if t.get("kernel_timing"):
+            key = (t["kernel"], t["dtype"], t["head_dim"], workload(t))
+            if key not in best or t["seqlen_q"] > best[key]["seqlen_q"]:
+                best[key] = t
+    return [best[k] for k in sorted(best)]
+
+
+def trends(doc, db, out):
+    """The trend table's lines (each chosen test's median across the runs in the history
+    database on this GPU) and trend.png; [] when the database has no earlier run."""
+    gpu = doc["run"]["gpu"]["name"]
+    rows = {}
+    for t in trend_tests(doc):
+        hist = [h for h in store.test_history(db, t["test"], gpu_name=gpu) if h[0] and h[0] < doc["run"]["date"]]
+        rows[t["test"]] = [(h[0], h[1], h[3]) for h in hist if h[3]][-(TREND_RUNS - 1):] + [
+            (doc["run"]["date"], doc["run"]["commit"], t["kernel_timing"]["median_ms"])]
+    if not any(len(r) > 1 for r in rows.values()):
+        return []
+    lines = [f"**Trend** (median ms, the last {TREND_RUNS} runs on {gpu} in the history; this run last):", "",
+             "| test | runs (commit: ms) |", "| --- | --- |"]
+    for name, pts in rows.items():
+        lines.append(f"| {name} | " + ", ".join(f"{c}: {ms:.4g}" for _, c, ms in pts) + " |")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(9, 5))
+        for name, pts in rows.items():
+            if len(pts) > 1:
+                ax.plot(range(len(pts)), [ms / pts[-1][2] for _, _, ms in pts], marker=".", lw=0.8, label=name)
+        ax.set_xlabel(f"run (the last {TREND_RUNS}, this one last)")
+        ax.set_ylabel("median time / this run's")
+        ax.legend(fontsize=5, ncol=2)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "trend.png"), dpi=72)
+        plt.close(fig)
+        lines += ["", "![trend](trend.png)"]
+    except ImportError:
+        pass
+    return lines + [""]
 
 
 def config(t):
@@ -77,7 +125,7 @@ def plots(doc, peers, out):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "roofline.png"), dpi=110)
+    fig.savefig(os.path.join(out, "roofline.png"), dpi=72)
     plt.close(fig)
 
     series = collections.defaultdict(list)
@@ -103,7 +151,7 @@ def plots(doc, peers, out):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "speedup.png"), dpi=110)
+    fig.savefig(os.path.join(out, "speedup.png"), dpi=72)
     plt.close(fig)
     return None
 
@@ -114,6 +162,7 @@ def main():
     ap.add_argument("--previous")
     ap.add_argument("--junit")
     ap.add_argument("--peers")
+    ap.add_argument("--history", help="the SQLite history (scripts/results.py db): a trend section")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     # every input is checked before anything is written
@@ -140,6 +189,8 @@ def main():
                  + (f"; compared with {os.path.basename(a.previous)}" if a.previous else "") + ".")
     note = plots(doc, peers, a.out)
     lines += ["", note if note else "![roofline](roofline.png)\n\n![speedup](speedup.png)", ""]
+    if a.history:
+        lines += trends(doc, a.history, a.out)
     lines += ["| test | ms | TFLOP/s | vs reference | vs cuDNN | roofline | verdict | vs previous |",
               "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for t in sorted(doc["tests"], key=lambda t: t["test"]):

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def cmd_index(a):
-    text = store.index_markdown(a.results, a.thresholds)
+    text = store.index_markdown(a.results, a.thresholds, a.untracked)
     path = os.path.join(a.results, store.INDEX)
     old = open(path).read() if os.path.exists(path) else None
     if a.check:
@@ -40,7 +40,7 @@ def cmd_index(a):
 
 
 def cmd_check(a):
-    problems = store.retention_problems(a.results)
+    problems = store.retention_problems(a.results, untracked=a.untracked)
     for p in problems:
         print(f"{PROG}: results/{p}", file=sys.stderr)
     if not problems:
@@ -64,7 +64,7 @@ def cmd_compact(a):
 
 def cmd_db(a):
     os.makedirs(os.path.dirname(os.path.abspath(a.db)), exist_ok=True)
-    n_files, n_runs, n_tests = store.build_history(a.results, a.db)
+    n_files, n_runs, n_tests = store.build_history(a.results, a.db, untracked=True)
     print(f"{PROG}: {a.db}: {n_files} files, {n_runs} runs with tests, {n_tests} test records")
     return 0
 
@@ -102,6 +102,8 @@ def main(argv=None):
                                  epilog="\n".join(__doc__.strip().splitlines()[2:]))
     ap.add_argument("--results", default=os.path.join(ROOT, "results"), help="the results folder (default: the tree's)")
     ap.add_argument("--thresholds", default=os.path.join(ROOT, "thresholds"), help="the thresholds folder")
+    ap.add_argument("--untracked", action="store_true",
+                    help="index and check also the files git does not track yet (a new run before its commit)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("index", help="write results/INDEX.md")
     p.add_argument("--check", action="store_true", help="exit 1 when INDEX.md is not what index would write")
