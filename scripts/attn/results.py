@@ -15,11 +15,10 @@ import json
 import os
 import sys
 
-from attn import store
+from attn import ROOT, store
 from attn.schema import BadInput, _parse_json, fail
 
 PROG = "results"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def cmd_index(a):
