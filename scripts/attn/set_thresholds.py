@@ -3,7 +3,7 @@
 
     scripts/set_thresholds.py RUN... --kernel simple [--margin 0.85] [--only REGEX] [--thresholds-dir thresholds]
 
-Each RUN is a results file (results/<gpu>/<date>-<commit>.json) or a folder of one run's
+Each RUN is a results file (results/<gpu>/benchmarks/<date>-<commit>.json) or a folder of one run's
 per-test fragments (an interrupted run's). For every benchmark of that kernel it writes one
 class section [<kernel> <dtype> d<D> <workload> <S>-<S>] (workload full or causal for the dense
 matrix, S = S_q = S_k; decode, varlen or window for version 2's, S the longest sequence's
@@ -28,7 +28,7 @@ import re
 import sys
 import textwrap
 
-from attn import ROOT
+from attn import ROOT, store
 from attn.schema import load_fragment, load_results, workload
 
 PROG = "set_thresholds"
@@ -47,6 +47,22 @@ def class_seqlen(t):
 
 def slug(name):
     return "_".join(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def source_notes(runs):
+    """The retention rule (results/README.md) for the runs a thresholds file names: each is
+    committed under results/<gpu>/<kind>/ in its compact form, so that results/INDEX.md links
+    the header's file names to them."""
+    results = os.path.join(ROOT, "results")
+    notes = []
+    for run in runs:
+        rel = os.path.relpath(os.path.abspath(run.rstrip("/")), results).replace(os.sep, "/")
+        if rel.startswith("..") or store.parse_name(rel) is None:
+            notes.append(f"{run} is not in results/<gpu>/<kind>/: commit it there (compact) so that "
+                         "results/INDEX.md names the run these minimums came from")
+        elif os.path.isfile(run) and not store.is_compact(open(run).read()):
+            notes.append(f"{run} is not compact: scripts/results.py compact {run} before committing it")
+    return notes
 
 
 def main():
@@ -138,6 +154,8 @@ def main():
         f.write("".join(kept) + "\n\n" + header + "\n\n".join(sections) + "\n")
     os.replace(tmp, path)
     print(f"set_thresholds: {len(sections)} sections for {a.kernel} in {path}")
+    for note in source_notes(a.runs):
+        print(f"set_thresholds: note: {note}")
 
 
 if __name__ == "__main__":
