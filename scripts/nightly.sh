@@ -96,7 +96,7 @@ status=0
   echo "## Nightly $run: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
   echo
   echo "- correctness: exit $corr; $(head -1 "$art/correctness.summary.txt" | sed 's/^summary of [^:]*: //')"
-  echo "- benchmarks: exit $bench; regressions against ${prev:+$(basename "$prev")}${prev:-nothing earlier}: $regressions"
+  echo "- benchmarks: exit $bench; regressions against $([ -n "$prev" ] && basename "$prev" || echo "no earlier run"): $regressions"
   echo "- committed results: $added bytes (the rule: at most 300000)"
   echo
   cat "$art/report/report.md"
