@@ -7,7 +7,7 @@
 #   correctness.junit.xml, correctness.log, benchmark.junit.xml, benchmark.log,
 #   <date>-<commit>.full.json (the collector's whole document), report/ (report.md and plots)
 # Committed results (results/README.md, retention), at most 300 KB per run:
-#   results/<gpu>/benchmarks/<date>-<commit>.json       the run's results, compact
+#   results/<gpu>/benchmarks/<date>-<commit>.json[.gz]  the run's results, compact (gzip over 150 KB)
 #   results/<gpu>/nightly/<date>-<commit>-{report.md,compare.md,correctness.summary.txt,
 #                                          roofline.png,speedup.png}
 #   results/INDEX.md                                     regenerated
@@ -47,7 +47,7 @@ nightly="$(dirname "$dir")/nightly"
 cp "$new" "$art/$run.full.json"
 # the previous run: the latest earlier results file (by its run date) sharing tests with this
 # one; a new results file that is not a good one stops the nightly here (one line, exit 2)
-prev=$(python3 - "$ATTN_ROOT/scripts" "$new" "$dir"/20*.json <<'PY'
+prev=$(python3 - "$ATTN_ROOT/scripts" "$new" "$dir"/20*.json "$dir"/20*.json.gz <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 from attn.schema import load_results, results_or_none
@@ -78,8 +78,9 @@ fi
 py results db --db "$build/results.sqlite" >/dev/null
 py report "$new" ${prev:+--previous "$prev"} --junit "$art/correctness.junit.xml" \
    --history "$build/results.sqlite" --out "$art/report" || exit 2
-echo "== committed results (results/README.md): compact, at most 300 KB"
-py results compact "$new" >/dev/null || exit 2
+echo "== committed results (results/README.md): compact (gzip over 150 KB), at most 300 KB"
+py results compact --gzip "$new" >/dev/null || exit 2
+[ -f "$new.gz" ] && new=$new.gz
 mkdir -p "$nightly"
 rm -f "$nightly"/*.png  # retention: only the latest nightly's plots are kept
 for f in report.md compare.md roofline.png speedup.png; do

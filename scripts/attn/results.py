@@ -3,7 +3,7 @@ and a queryable history.
 
     scripts/results.py index [--check]       # write results/INDEX.md (--check: exit 1 if stale)
     scripts/results.py check                 # exit 1 listing the files that break the retention rule
-    scripts/results.py compact FILE...       # rewrite results JSON files in their committed form
+    scripts/results.py compact [--gzip] FILE...   # rewrite results JSON files in their committed form
     scripts/results.py db [--db PATH]        # build the SQLite history (default build/results.sqlite)
     scripts/results.py history TEST [--gpu G] [--db PATH]   # one benchmark across commits
     scripts/results.py latest [--db PATH]    # the latest run of each kind per GPU
@@ -53,11 +53,8 @@ def cmd_compact(a):
             doc = _parse_json(path)
         except BadInput as e:
             fail(PROG, path, e)
-        text = store.dumps(store.compact(doc))
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
-        print(f"{PROG}: {path}: {len(text)} bytes")
+        out = store.write_compact(path, doc, store.GZIP_OVER if a.gzip else None)
+        print(f"{PROG}: {out}: {os.path.getsize(out)} bytes")
     return 0
 
 
@@ -109,6 +106,8 @@ def main(argv=None):
     p.set_defaults(fn=cmd_index)
     sub.add_parser("check", help="check the layout and the retention rule").set_defaults(fn=cmd_check)
     p = sub.add_parser("compact", help="rewrite JSON files in their committed (compact) form")
+    p.add_argument("--gzip", action="store_true",
+                   help=f"write FILE.gz instead when the compact text is over {store.GZIP_OVER} bytes")
     p.add_argument("files", nargs="+")
     p.set_defaults(fn=cmd_compact)
     db_default = os.environ.get("ATTN_RESULTS_DB", os.path.join(ROOT, "build", "results.sqlite"))

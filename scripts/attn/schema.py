@@ -24,6 +24,7 @@ with a kernel timing has its TFLOP/s, ...). A field is a dotted path: "gpu.name"
                        when={"kernel_timing": ["test", "kernel_timing.median_ms"]})
 """
 import collections
+import gzip
 import json
 import os
 import re
@@ -86,6 +87,11 @@ def _read(path):
             data = f.read()
     except OSError as e:
         raise BadInput(f"cannot read: {e.strerror or e}")
+    if data[:2] == b"\x1f\x8b":  # a committed results file over 150 KB is gzip-compressed (.json.gz)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise BadInput(f"not valid gzip: {e}")
     if not data.strip():
         raise BadInput("empty file")
     return data

@@ -5,6 +5,7 @@ retention rule and the SQLite history built from it (results/README.md says why)
 
 A run's files share <date>-<commit>; a folder <date>-<commit>-interrupted/ under benchmarks/
 holds the per-test fragments of a run stopped before its collect step."""
+import gzip
 import json
 import os
 import re
@@ -24,8 +25,9 @@ KINDS = {
 }
 NAME = re.compile(r"^(?P<date>\d{4}-\d\d-\d\d)(?:-(?P<commit>[0-9a-f]{7,40}))?(?P<what>-[^.]*)?\.(?P<ext>.+)$")
 # the retention rule (results/README.md): what may be committed, and how big
-ALLOWED_EXT = ("json", "md", "txt", "png", "log")
-MAX_BYTES = {"png": 150_000, "log": 20_000, "txt": 100_000, "md": 100_000, "json": 300_000}
+ALLOWED_EXT = ("json", "gz", "md", "txt", "png", "log")
+MAX_BYTES = {"png": 150_000, "log": 20_000, "txt": 100_000, "md": 100_000, "json": 300_000, "gz": 150_000}
+GZIP_OVER = 150_000  # a compact results document larger than this is committed as .json.gz
 MAX_BYTES_KIND = {"tune": 600_000}  # a tune run's every trial, compacted
 NIGHTLY_MAX_BYTES = 300_000  # what one nightly run adds: its results JSON and its nightly/ files
 TIMING_KEEP = ("median_ms", "min_ms", "ci_lo_ms", "ci_hi_ms", "samples", "noisy", "rsd")
@@ -120,6 +122,27 @@ def is_compact(text):
         return False
 
 
+def read_text(path):
+    """A committed JSON file's text, a .json.gz decompressed."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode()
+
+
+def write_compact(path, doc, gzip_over=None):
+    """Writes `doc` in its committed form to `path` (a .json), or to `path`.gz (gzip, the .json
+    removed) when its compact text is over `gzip_over` bytes; returns the path written."""
+    text = dumps(compact(doc))
+    out = path + ".gz" if gzip_over is not None and len(text) > gzip_over else path
+    data = gzip.compress(text.encode(), mtime=0) if out.endswith(".gz") else text.encode()
+    with open(out + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(out + ".tmp", out)
+    if out != path and os.path.exists(path):
+        os.remove(path)
+    return out
+
+
 # --- retention ----------------------------------------------------------------------------------
 def retention_problems(root, files=None, untracked=False):
     """The committed files under `root` (results/) that break the retention rule, as
@@ -141,23 +164,25 @@ def retention_problems(root, files=None, untracked=False):
         elif size > MAX_BYTES_KIND.get(info["kind"], MAX_BYTES[ext]):
             problems.append(f"{rel}: {size} bytes, over the {MAX_BYTES_KIND.get(info['kind'], MAX_BYTES[ext])} "
                             f"the rule allows a .{ext} in {info['kind']}/")
-        elif ext == "json":
-            with open(path) as f:
-                if not is_compact(f.read()):
-                    problems.append(f"{rel}: not compact (scripts/results.py compact {rel})")
+        elif ext in ("json", "gz"):
+            try:
+                ok = is_compact(read_text(path))
+            except (OSError, EOFError, UnicodeDecodeError):
+                ok = False
+            if not ok:
+                problems.append(f"{rel}: not compact (scripts/results.py compact {rel})")
     return problems
 
 
 # --- index --------------------------------------------------------------------------------------
 def _run_date(root, info):
     """A JSON file's recorded run date (orders runs of one day), else ''."""
-    if info["ext"] != "json" or info["what"] == "interrupted":
+    if info["ext"] not in ("json", "json.gz") or info["what"] == "interrupted":
         return ""
     try:
-        with open(os.path.join(root, info["path"])) as f:
-            run = json.load(f).get("run")
+        run = json.loads(read_text(os.path.join(root, info["path"]))).get("run")
         return run.get("date", "") if isinstance(run, dict) else ""
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, EOFError):
         return ""
 
 
@@ -224,8 +249,10 @@ def _resolve(source, files):
         return rel if any(f == rel or f.startswith(rel + "/") for f in files) else None
     for f in files:
         parts = f.split("/")
-        if parts[-1] == source or (len(parts) > 3 and parts[2] == source):
-            return "/".join(parts[:3]) if parts[-1] != source else f
+        if parts[-1] in (source, source + ".gz"):
+            return f
+        if len(parts) > 3 and parts[2] == source:
+            return "/".join(parts[:3])
     return None
 
 
@@ -307,12 +334,11 @@ def build_history(root, db_path, untracked=True):
             continue
         con.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?,?)", (rel, info["gpu"], info["kind"], info["run"],
                     info["date"], info["commit"], info["what"], info["ext"], os.path.getsize(os.path.join(root, rel))))
-        if info["ext"] != "json" or info["kind"] not in ("benchmarks", "peers"):
+        if info["ext"] not in ("json", "json.gz") or info["kind"] not in ("benchmarks", "peers"):
             continue
         try:
-            with open(os.path.join(root, rel)) as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
+            doc = json.loads(read_text(os.path.join(root, rel)))
+        except (OSError, ValueError, EOFError):
             continue
         if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
             continue  # a fragment of an interrupted run, or not a results document

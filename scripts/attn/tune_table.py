@@ -4,7 +4,7 @@ attn_tune) as Markdown: the gate table per (dtype, head dim), then one row per s
 with the default, the search's best, both timed interleaved on the class's benchmark shape
 (medians and 95 % CIs), the speedup and whether the best was accepted.
 
-    scripts/tune_table.py results/nvidia_h100_80gb_hbm3/tune/2026-11-23-82b665d-flash2.json
+    scripts/tune_table.py results/nvidia_h100_80gb_hbm3/tune/2026-11-23-82b665d-flash2.json.gz
 
 Exit 2 with one line on stderr for a file that is missing or not a tune results file."""
 import argparse
