@@ -78,9 +78,11 @@ rm -f "$fragment"
 # -FC: no collect step, so a bisect leaves no results files behind
 ctest --test-dir "$build" -R "^${name}\$" -FC bench_run >"$build/bisect-ctest.log" 2>&1
 python3 - "$baseline" "$fragment" "$name" "$slower" <<'PY'
-import json, sys
+import gzip, json, sys
 baseline, fragment, name, factor = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-base = {t["test"]: t for t in json.load(open(baseline))["tests"]}.get(name)
+with open(baseline, "rb") as f:
+    data = f.read()  # a committed results file over 150 KB is gzip-compressed (results/README.md)
+base = {t["test"]: t for t in json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)["tests"]}.get(name)
 if not base or "kernel_timing" not in base:
     print(f"bisect: {baseline} has no timing for {name}: aborting", file=sys.stderr); sys.exit(130)
 try:

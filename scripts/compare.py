@@ -1,62 +1,9 @@
 #!/usr/bin/env python3
-"""Compares two benchmark results files, test by test, with their confidence intervals.
-
-    scripts/compare.py A.json B.json [--threshold PERCENT (default 1)] [--allow-different-gpus]
-
-B against A (A is the reference run): SLOWER when B's whole confidence interval of the
-median lies above A's by more than the threshold, FASTER when below by more, otherwise SAME
-(the difference is within noise or the threshold). Exit status: the number of SLOWER tests
-(capped at 100); 2 for bad input. Results from different GPUs are refused unless told.
-"""
-import argparse
+"""scripts/compare.py runs attn/compare.py's command (--help says what it does)."""
+import os
 import sys
 
-from results_schema import load_results
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attn.compare import main  # noqa: E402
 
-
-def load(path):
-    doc = load_results(path, "compare", run=["gpu.name", "commit"],
-                       when={"kernel_timing": ["test", "kernel_timing.median_ms", "kernel_timing.ci_lo_ms",
-                                               "kernel_timing.ci_hi_ms"]})
-    return doc, {t["test"]: t for t in doc["tests"] if t.get("kernel_timing")}
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("a")
-    ap.add_argument("b")
-    ap.add_argument("--threshold", type=float, default=1.0, help="percent (default 1)")
-    ap.add_argument("--allow-different-gpus", action="store_true")
-    a = ap.parse_args()
-    da, ta = load(a.a)
-    db, tb = load(a.b)
-    ga, gb = da["run"]["gpu"]["name"], db["run"]["gpu"]["name"]
-    if ga != gb and not a.allow_different_gpus:
-        print(f"compare: {a.a} is from {ga}, {a.b} from {gb}: refusing "
-              "(--allow-different-gpus to compare anyway)", file=sys.stderr)
-        return 2
-    thr = a.threshold / 100.0
-    print(f"A: {a.a} ({ga}, commit {da['run']['commit']})\nB: {a.b} ({gb}, commit {db['run']['commit']})\n")
-    print("| test | A ms [95% CI] | B ms [95% CI] | B/A | verdict |")
-    print("| --- | ---: | ---: | ---: | --- |")
-    counts = {"SAME": 0, "FASTER": 0, "SLOWER": 0}
-    for name in sorted(set(ta) & set(tb)):
-        x, y = ta[name]["kernel_timing"], tb[name]["kernel_timing"]
-        if y["ci_lo_ms"] > x["ci_hi_ms"] * (1 + thr):
-            verdict = "SLOWER"
-        elif y["ci_hi_ms"] < x["ci_lo_ms"] * (1 - thr):
-            verdict = "FASTER"
-        else:
-            verdict = "SAME"
-        counts[verdict] += 1
-        print(f"| {name} | {x['median_ms']:.4f} [{x['ci_lo_ms']:.4f}, {x['ci_hi_ms']:.4f}] | "
-              f"{y['median_ms']:.4f} [{y['ci_lo_ms']:.4f}, {y['ci_hi_ms']:.4f}] | "
-              f"{y['median_ms'] / x['median_ms']:.3f} | {verdict} |")
-    only = sorted(set(ta) ^ set(tb))
-    print(f"\n{counts['SAME']} same, {counts['FASTER']} faster, {counts['SLOWER']} slower "
-          f"(threshold {a.threshold:g} %); {len(only)} tests in only one file")
-    return min(counts["SLOWER"], 100)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+sys.exit(main())

@@ -1,7 +1,7 @@
 /* Collects the per-test fragments of one benchmark run into one results document:
  *   attn_results --reset DIR                    (start of a run: empty the fragments)
  *   attn_results --collect DIR --results-dir R --source-dir SRC
- * writes R/<gpu slug>/<date>-<short commit>.json (never overwriting an earlier file; -2,
+ * writes R/<gpu slug>/benchmarks/<date>-<short commit>.json (never overwriting an earlier file; -2,
  * -3, ... on the same day and commit), whole or not at all. The commit comes from $ATTN_COMMIT,
  * else from git in SRC ("unknown" where neither works); "dirty" says whether SRC had
  * uncommitted changes to tracked files ($ATTN_COMMIT_DIRTY=0/1 overrides).
@@ -151,7 +151,9 @@ static int collect(const char *dir, const char *results_dir, const char *src) {
 
     char slug[256], outdir[1024], stem[128], out[1200];
     attn_gpu_slug(ri.prop.name, slug, sizeof slug);
-    snprintf(outdir, sizeof outdir, "%s/%s", results_dir, slug);
+    /* results/<gpu>/benchmarks/: the layout results/README.md describes; the full document is
+     * written, and scripts/results.py compact makes the committed form of it */
+    snprintf(outdir, sizeof outdir, "%s/%s/benchmarks", results_dir, slug);
     snprintf(stem, sizeof stem, "%s-%s", ri.at.date, ri.at.commit);
     if (attn_mkdirs(outdir, err, sizeof err) ||
         attn_json_write_new(doc, outdir, stem, out, sizeof out, err, sizeof err)) {

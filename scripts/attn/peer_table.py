@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Puts a kernel's benchmark results beside PyTorch's SDPA backends (scripts/peers.py output)
+as a Markdown table, one row per shape: our TFLOP/s, each backend's, our speedup over each
+(their median time / ours), and our roofline efficiency. Then checks the built-in kernel's
+targets: at S >= 512 at least 1.0x torch_flash; at S <= 32 at least 2x the best backend and
+60 % of the roofline. Exit status = number of missed targets (--check), else 0.
+
+    scripts/peer_table.py OURS.json PEERS.json [PEERS-2.json ...] [--kernel flash2] [--check]
+"""
+import argparse
+import sys
+
+from attn.schema import load_results
+
+BACKENDS = ["torch_flash", "torch_cudnn", "torch_efficient", "torch_math"]
+
+
+def shape_key(t):
+    return (t["dtype"], t["head_dim"], "causal" if t["causal"] else "full", t["seqlen_q"], t["seqlen_k"])
+
+
+def median_ms(t):
+    kt = t.get("kernel_timing")
+    return kt["median_ms"] if kt else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("ours")
+    ap.add_argument("peers", nargs="+")
+    ap.add_argument("--kernel", default="flash2")
+    ap.add_argument("--check", action="store_true", help="exit status = number of missed targets")
+    a = ap.parse_args()
+
+    # a timed test's shape and TFLOP/s (a table row, or a backend's cell of one)
+    timed = {"kernel_timing": ["dtype", "head_dim", "causal", "seqlen_q", "seqlen_k", "tflops",
+                               "kernel_timing.median_ms"]}
+
+    def load(path, run):
+        return load_results(path, "peer_table", run=run, test=["kernel"], when=timed)
+
+    ours_doc = load(a.ours, ["gpu.name", "commit", "date"])
+    # the dense matrix only: peers time S_q = S_k problems (version 2's workloads have no peer here)
+    ours = {shape_key(t): t for t in ours_doc["tests"]
+            if t["kernel"] == a.kernel and median_ms(t) and t.get("workload", "full") in ("full", "causal")}
+    if not ours:
+        sys.exit(f"peer_table: {a.ours}: no timed tests of kernel '{a.kernel}'")
+    peers = {}
+    for path in a.peers:
+        doc = load(path, ["gpu.name"])
+        if doc["run"]["gpu"]["name"] != ours_doc["run"]["gpu"]["name"]:
+            sys.exit(f"peer_table: {path} is from {doc['run']['gpu']['name']}, "
+                     f"{a.ours} from {ours_doc['run']['gpu']['name']}")
+        for t in doc["tests"]:
+            if median_ms(t):
+                peers[(t["kernel"],) + shape_key(t)] = t
+
+    run = ours_doc["run"]
+    print(f"{a.kernel} at {run['commit']} on {run['gpu']['name']}, {run['date']}; "
+          f"peers: {', '.join(a.peers)}\n")
+    head = ["shape", f"{a.kernel} TFLOP/s"] + [f"{b[6:]} TFLOP/s" for b in BACKENDS] + \
+           [f"x {b[6:]}" for b in BACKENDS] + ["x best", "roofline"]
+    print("| " + " | ".join(head) + " |")
+    print("| --- |" + " ---: |" * (len(head) - 1))
+    missed = []
+    for key in sorted(ours, key=lambda k: (k[0], k[1], k[2], k[3], k[4])):
+        t = ours[key]
+        ms = median_ms(t)
+        tf, ratio = [], []
+        for b in BACKENDS:
+            p = peers.get((b,) + key)
+            tf.append(f"{p['tflops']:.1f}" if p else "n/a")
+            ratio.append(median_ms(p) / ms if p else None)
+        measured = [r for r in ratio if r is not None]
+        best = min(measured) if measured else None  # against the fastest backend
+        roof = t.get("roofline_efficiency")
+        s = key[3]
+        name = f"{key[0]} d{key[1]} {key[2]} s{s}" + (f"/{key[4]}" if key[4] != s else "")
+        cells = [name, f"{t['tflops']:.1f}"] + tf + [f"{r:.2f}" if r else "n/a" for r in ratio] + \
+                [f"{best:.2f}" if best else "n/a", f"{roof * 100:.1f}%" if roof is not None else "n/a"]
+        print("| " + " | ".join(cells) + " |")
+        if s >= 512:
+            if ratio[0] is None or ratio[0] < 1.0:
+                missed.append(f"{name}: {ratio[0] and round(ratio[0], 3)}x torch_flash (target 1.0x)")
+        elif s <= 32:
+            if best is None or best < 2.0:
+                missed.append(f"{name}: {best and round(best, 3)}x the best backend (target 2x)")
+            if roof is None or roof < 0.60:
+                missed.append(f"{name}: roofline {roof}")
+    print(f"\ntargets: {len(missed)} missed")
+    for m in missed:
+        print(f"  missed: {m}")
+    return len(missed) if a.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Writes a run's report: Markdown with a summary and a table, and two plots.
+
+    scripts/report.py RESULTS.json [--previous OLD.json] [--junit CORRECTNESS.xml]
+                      [--peers PEERS.json] [--history DB] --out DIR
+
+DIR/report.md: correctness counts (from the JUnit file), benchmark verdicts, and per test
+the kernel's time, TFLOP/s, speedups, roofline efficiency, verdict and its ratio to the
+previous run. DIR/roofline.png: every benchmark point against the GPU's two ceilings
+(peak FLOP/s and arithmetic intensity x bandwidth). DIR/speedup.png: speedup against S
+per (dtype, head dim, mask), vs the cuBLAS reference and vs cuDNN. The plots need
+matplotlib; without it the report says so and has the table only. With --history (the SQLite
+database `scripts/results.py db` builds from the committed results): a trend table of each
+(kernel, dtype, head dim, workload)'s longest sequence across the earlier runs on this GPU, and
+DIR/trend.png, the same as a plot.
+"""
+import argparse
+import collections
+import os
+import sys
+
+from attn import store
+from attn.schema import junit_cases, load_junit, load_results, workload
+
+PROG = "report"
+# the fields a measured test's row and plots read (results/README.md)
+MEASURED = ["kernel", "dtype", "head_dim", "causal", "seqlen_q", "flops", "bytes", "tflops",
+            "kernel_timing.median_ms"]
+
+
+def junit_counts(root):
+    counts = collections.Counter()
+    failed = []
+    for c in root.iter("testcase"):
+        if c.find("failure") is not None or c.get("status") == "fail":
+            counts["failed"] += 1
+            failed.append(c.get("name"))
+        elif c.find("skipped") is not None or c.get("status") in ("notrun", "disabled"):
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return counts, failed
+
+
+TREND_RUNS = 8  # the trend shows this many runs, the newest last
+
+
+def trend_tests(doc):
+    """One test per (kernel, dtype, head dim, workload): its longest sequence."""
+    best = {}
+    for t in doc["tests"]:
+        if t.get("kernel_timing"):
+            key = (t["kernel"], t["dtype"], t["head_dim"], workload(t))
+            if key not in best or t["seqlen_q"] > best[key]["seqlen_q"]:
+                best[key] = t
+    return [best[k] for k in sorted(best)]
+
+
+def trends(doc, db, out):
+    """The trend table's lines (each chosen test's median across the runs in the history
+    database on this GPU) and trend.png; [] when the database has no earlier run."""
+    gpu = doc["run"]["gpu"]["name"]
+    rows = {}
+    for t in trend_tests(doc):
+        hist = [h for h in store.test_history(db, t["test"], gpu_name=gpu) if h[0] and h[0] < doc["run"]["date"]]
+        rows[t["test"]] = [(h[0], h[1], h[3]) for h in hist if h[3]][-(TREND_RUNS - 1):] + [
+            (doc["run"]["date"], doc["run"]["commit"], t["kernel_timing"]["median_ms"])]
+    if not any(len(r) > 1 for r in rows.values()):
+        return []
+    lines = [f"**Trend** (median ms, the last {TREND_RUNS} runs on {gpu} in the history; this run last):", "",
+             "| test | runs (commit: ms) |", "| --- | --- |"]
+    for name, pts in rows.items():
+        lines.append(f"| {name} | " + ", ".join(f"{c}: {ms:.4g}" for _, c, ms in pts) + " |")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(9, 5))
+        for name, pts in rows.items():
+            if len(pts) > 1:
+                ax.plot(range(len(pts)), [ms / pts[-1][2] for _, _, ms in pts], marker=".", lw=0.8, label=name)
+        ax.set_xlabel(f"run (the last {TREND_RUNS}, this one last)")
+        ax.set_ylabel("median time / this run's")
+        ax.legend(fontsize=5, ncol=2)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "trend.png"), dpi=72)
+        plt.close(fig)
+        lines += ["", "![trend](trend.png)"]
+    except ImportError:
+        pass
+    return lines + [""]
+
+
+def config(t):
+    return f"{t['dtype']} d{t['head_dim']} {workload(t)}"
+
+
+def plots(doc, peers, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "plots skipped: matplotlib is not installed"
+    tests = [t for t in doc["tests"] if t.get("kernel_timing") and t.get("peaks")]
+    if not tests:
+        return "plots skipped: no measured benchmark"
+    peak_f = max(t["peaks"]["tflops"] for t in tests)
+    bw = tests[0]["peaks"]["gbs"]
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    ai = [10 ** (x / 20) for x in range(-20, 101)]  # 0.1 .. 1e5 FLOP/byte
+    ax.plot(ai, [min(peak_f, a * bw * 1e-3) for a in ai], "k-", lw=1.5, label=f"roofline ({peak_f:.0f} TFLOP/s, {bw:.0f} GB/s)")
+    markers = {}
+    for t in tests + [p for p in (peers or []) if p.get("kernel_timing")]:
+        x = t["flops"] / t["bytes"]
+        key = (t["kernel"], workload(t))
+        if key not in markers:
+            markers[key] = ax.scatter([], [], s=18, label=f"{t['kernel']} {workload(t)}")
+        ax.scatter([x], [t["tflops"]], s=18, color=markers[key].get_facecolor()[0] if len(markers[key].get_facecolor()) else None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte, minimum bytes)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{doc['run']['gpu']['name']}, commit {doc['run']['commit']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "roofline.png"), dpi=72)
+    plt.close(fig)
+
+    series = collections.defaultdict(list)
+    for t in tests:
+        if workload(t) not in ("full", "causal"):  # the speedup plot's x axis is S = S_q = S_k
+            continue
+        b = t["baselines"]
+        series[(t["kernel"], config(t), "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
+        if b["cudnn"].get("available"):
+            series[(t["kernel"], config(t), "cuDNN")].append((t["seqlen_q"], b["cudnn"]["speedup"]))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharex=True)
+    for ax, base in zip(axes, ("reference", "cuDNN")):
+        for (kernel, cfg, b), pts in sorted(series.items()):
+            if b != base:
+                continue
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"{kernel} {cfg}")
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("S (seqlen_q = seqlen_k)")
+        ax.set_ylabel(f"speedup vs {base}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "speedup.png"), dpi=72)
+    plt.close(fig)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("results")
+    ap.add_argument("--previous")
+    ap.add_argument("--junit")
+    ap.add_argument("--peers")
+    ap.add_argument("--history", help="the SQLite history (scripts/results.py db): a trend section")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    # every input is checked before anything is written
+    doc = load_results(a.results, PROG, run=["gpu.name", "commit", "date"], test=["test", "verdict"],
+                       when={"kernel_timing": MEASURED + ["roofline_efficiency", "baselines.cudnn.available"],
+                             "peaks": ["peaks.tflops", "peaks.gbs"]})
+    prev = {t["test"]: t for t in load_results(a.previous, PROG, test=["test"], when={
+        "kernel_timing": ["kernel_timing.median_ms"]})["tests"]} if a.previous else {}
+    peers = load_results(a.peers, PROG, when={"kernel_timing": MEASURED})["tests"] if a.peers else None
+    junit = load_junit(a.junit, PROG) if a.junit else None
+    os.makedirs(a.out, exist_ok=True)
+    run = doc["run"]
+    lines = [f"# Report: {run['gpu']['name']}, commit {run['commit']}{' (dirty)' if run.get('dirty') else ''}, {run['date']}", ""]
+    if junit is not None:
+        counts, failed = junit_counts(junit)
+        cases, failed_cases = junit_cases(junit)
+        lines.append(f"**Correctness:** {counts['passed']} tests passed, {counts['failed']} failed, "
+                     f"{counts['skipped']} skipped; their cases: {cases['passed']} passed, {cases['failed']} failed, "
+                     f"{cases['not supported']} not supported, {cases['skipped']} skipped, {cases['not run']} not run.")
+        lines += [f"- failed: `{n}`" for n in failed[:50]]
+        lines += [f"- failed case: `{n}`" for n in failed_cases[:50]]
+    verdicts = collections.Counter(t["verdict"] for t in doc["tests"])
+    lines.append("**Benchmarks:** " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
+                 + (f"; compared with {os.path.basename(a.previous)}" if a.previous else "") + ".")
+    note = plots(doc, peers, a.out)
+    lines += ["", note if note else "![roofline](roofline.png)\n\n![speedup](speedup.png)", ""]
+    if a.history:
+        lines += trends(doc, a.history, a.out)
+    lines += ["| test | ms | TFLOP/s | vs reference | vs cuDNN | roofline | verdict | vs previous |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for t in sorted(doc["tests"], key=lambda t: t["test"]):
+        kt = t.get("kernel_timing")
+        if not kt:
+            lines.append(f"| {t['test']} | | | | | | {t['verdict']}: {t.get('reason', '')[:80]} | |")
+            continue
+        b = t["baselines"]
+        cud = f"{b['cudnn']['speedup']:.3f}" if b["cudnn"].get("available") else "n/a"
+        p = prev.get(t["test"], {}).get("kernel_timing")
+        vs = f"{kt['median_ms'] / p['median_ms']:.3f}x" if p else ""
+        ref = f"{b['reference']['speedup']:.2f}" if "reference" in b else "n/a"
+        lines.append(f"| {t['test']} | {kt['median_ms']:.4f} | {t['tflops']:.1f} | {ref} | "
+                     f"{cud} | {100 * t['roofline_efficiency']:.1f}% | {t['verdict']} | {vs} |")
+    path = os.path.join(a.out, "report.md")
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+    print(f"report: {path}" + (f" ({note})" if note else ", roofline.png, speedup.png"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""The committed results tree (results/README.md): its index, its retention rule, compaction,
+and a queryable history.
+
+    scripts/results.py index [--check]       # write results/INDEX.md (--check: exit 1 if stale)
+    scripts/results.py check                 # exit 1 listing the files that break the retention rule
+    scripts/results.py compact [--gzip] FILE...   # rewrite results JSON files in their committed form
+    scripts/results.py db [--db PATH]        # build the SQLite history (default build/results.sqlite)
+    scripts/results.py history TEST [--gpu G] [--db PATH]   # one benchmark across commits
+    scripts/results.py latest [--db PATH]    # the latest run of each kind per GPU
+
+The database is built from the tree, never committed (.gitignore); `sqlite3 build/results.sqlite`
+answers other questions (tables files, runs, tests; view latest)."""
+import argparse
+import json
+import os
+import sys
+
+from attn import ROOT, store
+from attn.schema import BadInput, _parse_json, fail
+
+PROG = "results"
+
+
+def cmd_index(a):
+    text = store.index_markdown(a.results, a.thresholds, a.untracked)
+    path = os.path.join(a.results, store.INDEX)
+    old = open(path).read() if os.path.exists(path) else None
+    if a.check:
+        if old != text:
+            print(f"{PROG}: {path} is out of date: run scripts/results.py index", file=sys.stderr)
+            return 1
+        print(f"{PROG}: {path} is up to date")
+        return 0
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    print(f"{PROG}: wrote {path}")
+    return 0
+
+
+def cmd_check(a):
+    problems = store.retention_problems(a.results, untracked=a.untracked)
+    for p in problems:
+        print(f"{PROG}: results/{p}", file=sys.stderr)
+    if not problems:
+        print(f"{PROG}: every file under {a.results} follows the layout and the retention rule")
+    return 1 if problems else 0
+
+
+def cmd_compact(a):
+    for path in a.files:
+        try:
+            doc = _parse_json(path)
+        except BadInput as e:
+            fail(PROG, path, e)
+        out = store.write_compact(path, doc, store.GZIP_OVER if a.gzip else None)
+        print(f"{PROG}: {out}: {os.path.getsize(out)} bytes")
+    return 0
+
+
+def cmd_db(a):
+    os.makedirs(os.path.dirname(os.path.abspath(a.db)), exist_ok=True)
+    n_files, n_runs, n_tests = store.build_history(a.results, a.db, untracked=True)
+    print(f"{PROG}: {a.db}: {n_files} files, {n_runs} runs with tests, {n_tests} test records")
+    return 0
+
+
+def _need_db(a):
+    if not os.path.exists(a.db):
+        cmd_db(a)
+
+
+def cmd_history(a):
+    _need_db(a)
+    rows = store.test_history(a.db, a.test, a.gpu, a.kind)
+    if not rows:
+        print(f"{PROG}: no record of {a.test} in {a.db}", file=sys.stderr)
+        return 1
+    print("| run date | commit | ms (95 % CI) | TFLOP/s | vs cuDNN | verdict | file |\n|---|---|---|---|---|---|---|")
+    for d, c, path, med, lo, hi, tf, cud, v in rows:
+        ms = f"{med:.4g} ({lo:.4g}-{hi:.4g})" if med is not None and lo is not None else (f"{med:.4g}" if med else "")
+        print(f"| {d} | {c} | {ms} | {'' if tf is None else f'{tf:.1f}'} | {'' if cud is None else f'{cud:.3f}'} "
+              f"| {v} | {path} |")
+    return 0
+
+
+def cmd_latest(a):
+    _need_db(a)
+    print("| gpu | kind | latest run |\n|---|---|---|")
+    for gpu, kind, run, _, _ in store.latest_runs(a.db):
+        print(f"| {gpu} | {kind} | {run} |")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="results.py", description=__doc__.strip().splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.strip().splitlines()[2:]))
+    ap.add_argument("--results", default=os.path.join(ROOT, "results"), help="the results folder (default: the tree's)")
+    ap.add_argument("--thresholds", default=os.path.join(ROOT, "thresholds"), help="the thresholds folder")
+    ap.add_argument("--untracked", action="store_true",
+                    help="index and check also the files git does not track yet (a new run before its commit)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("index", help="write results/INDEX.md")
+    p.add_argument("--check", action="store_true", help="exit 1 when INDEX.md is not what index would write")
+    p.set_defaults(fn=cmd_index)
+    sub.add_parser("check", help="check the layout and the retention rule").set_defaults(fn=cmd_check)
+    p = sub.add_parser("compact", help="rewrite JSON files in their committed (compact) form")
+    p.add_argument("--gzip", action="store_true",
+                   help=f"write FILE.gz instead when the compact text is over {store.GZIP_OVER} bytes")
+    p.add_argument("files", nargs="+")
+    p.set_defaults(fn=cmd_compact)
+    db_default = os.environ.get("ATTN_RESULTS_DB", os.path.join(ROOT, "build", "results.sqlite"))
+    for name, fn, hlp in (("db", cmd_db, "build the SQLite history"),
+                          ("history", cmd_history, "one benchmark test across commits"),
+                          ("latest", cmd_latest, "the latest run of each kind per GPU")):
+        p = sub.add_parser(name, help=hlp)
+        p.add_argument("--db", default=db_default, help="the database ($ATTN_RESULTS_DB, default build/results.sqlite)")
+        if name == "history":
+            p.add_argument("test", help="a benchmark test name, e.g. benchmark/flash2/fp16/d128/full/s2048")
+            p.add_argument("--gpu", help="a GPU folder, e.g. nvidia_h100_80gb_hbm3")
+            p.add_argument("--kind", default="benchmarks", help="benchmarks (default) or peers")
+        if name != "db":
+            p.add_argument("--rebuild", action="store_true", help="rebuild the database first")
+        p.set_defaults(fn=fn)
+    a = ap.parse_args(argv)
+    if getattr(a, "rebuild", False):
+        cmd_db(a)
+    return a.fn(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
