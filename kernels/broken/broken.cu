@@ -7,7 +7,8 @@
  * configured with -DATTN_PLUGINS=<path to libattn_broken.so>.
  *
  * The algorithm is a private copy of kernels/simple (one warp per query row, float32
- * online softmax), templated on `int BUG`. To add a bug class: one enum value below, one
+ * online softmax; its device helpers shared: kernels/common/warp_row.cuh), templated on
+ * `int BUG`. To add a bug class: one enum value below, one
  * `if constexpr (BUG == ...)` hook where the bug lives, one line in `table`, and one row
  * in README.md. A bug that lives in the host code (in `broken_fwd`) launches the control's
  * GPU kernel (`kernel_bug`), so it adds no kernel instantiations to the build.
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "attn_abi.h"
+#include "common/warp_row.cuh"
 
 #if ATTN_ABI_VERSION >= 2
 extern "C" const attn_kernel *broken_v2_kernels(int *count); /* broken_v2.cu */
@@ -85,22 +87,7 @@ constexpr int kernel_bug(int bug) {
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
 constexpr int kErr = 2;           /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ __half from_float<__half>(float x) {
-    return __float2half_rn(x);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    return x;
-}
+using namespace warp_row;
 
 /* The query row (over batch x heads x seqlen_q) that warp w of this block computes, or -1:
  * the rows are numbered along gridDim.x, 4 per block. */

@@ -4,7 +4,7 @@
  * everything (so a failure of the others comes from their bug, not from this copy).
  *
  * The algorithm is a private copy of kernels/simple's version 2 (one warp per query row,
- * float32 online softmax, every ATTN_CAP_*), without simple's Plain instances (they only
+ * float32 online softmax, every ATTN_CAP_*; the helpers of kernels/common/warp_row.cuh), without simple's Plain instances (they only
  * drop guards that are then always true), templated on `int BUG`. Every kernel claims all
  * of version 2's capabilities, as simple does, so that the harness gives it version-2
  * problems. Built into the attn_broken plugin only (attn_broken_v1 builds broken.cu alone,
@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "attn_abi.h"
+#include "common/warp_row.cuh"
 
 namespace {
 
@@ -43,32 +44,9 @@ enum {
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
 constexpr int kErr = 2;           /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+using namespace warp_row;
 
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ __half from_float<__half>(float x) {
-    return __float2half_rn(x);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    return x;
-}
-
-/* Offset of row r of head h of sequence b: packed (cu_seqlens) or dense strides. */
-__device__ __forceinline__ int64_t row_offset(const int32_t *cu, int b, int h, int64_t r,
-                                              int64_t batch_stride, int64_t head_stride,
-                                              int64_t row_stride) {
-    if (cu != nullptr) return ((int64_t)cu[b] + r) * row_stride + h * head_stride;
-    return b * batch_stride + h * head_stride + r * row_stride;
-}
-
-/* Offset of key/value row j from its head's first row: through the block table when paged. */
+/* warp_row::kv_row with the paging bugs' hooks. */
 template <int BUG>
 __device__ __forceinline__ int64_t kv_row(const int32_t *pages, int page_size, int64_t j,
                                           int64_t page_stride, int64_t row_stride) {
@@ -76,9 +54,7 @@ __device__ __forceinline__ int64_t kv_row(const int32_t *pages, int page_size, i
     if constexpr (BUG == BUG_PAGES_CONTIGUOUS)        /* BUG: pages taken in order from the first */
         if (pages != nullptr)
             return (pages[0] + (int64_t)j / page_size) * page_stride + (int64_t)((int)j % page_size) * row_stride;
-    if (pages != nullptr)
-        return pages[(int)j / page_size] * page_stride + (int64_t)((int)j % page_size) * row_stride;
-    return j * row_stride;
+    return warp_row::kv_row(pages, page_size, j, page_stride, row_stride);
 }
 
 /* One warp per query row, as simple_fwd_kernel (its comments say why each line is so). */

@@ -27,24 +27,9 @@
 
 namespace {
 
-/* m16 row tiles per warp on the plain path without a causal mask (v5, measured on the H100:
- * NOTES.md): at d64, 2 (each K/V fragment read from shared memory feeds two mma: 8-11 %
- * faster); at d128, 1, since 2 row tiles leave registers for 32-key tiles only, which won at
- * most 3 %. Causal shapes always use 1: a 128-row block wastes more on its diagonal tile and
- * makes half as many blocks (d64 causal S = 128 was 13 % slower with 2). -DFLASH2_MT_D64=1 /
- * -DFLASH2_MT_D128=2 build the other choice. The packed path always uses 1. */
-#ifndef FLASH2_MT_D64
-#define FLASH2_MT_D64 2
-#endif
-#ifndef FLASH2_MT_D128
-#define FLASH2_MT_D128 1
-#endif
-template <int D>
-constexpr int kMtFull = D == 64 ? FLASH2_MT_D64 : FLASH2_MT_D128;
-
 /* p as flash2_fwd normalised it. EXT: grouped KV heads, a window beyond causal, or a softcap.
- * Row tiles per warp: 1 for any mask that bounds a row's keys (causal, window), as causal
- * shapes chose in v5; kMtFull for the rest. Version-1 problems on a GPU that a committed tuned
+ * Row tiles per warp: space.h's default_row_tiles (1 for any mask that bounds a row's keys:
+ * causal, window). Version-1 problems on a GPU that a committed tuned
  * file names run its point for their class (v11, tuning.cu), the default point otherwise. */
 template <typename T, int D, bool EXT>
 int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
@@ -56,8 +41,10 @@ int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
         if (rc != ATTN_UNSUPPORTED) return rc;
     }
     const bool banded = p->causal || (EXT && (p->window_left >= 0 || p->window_right >= 0));
-    return banded ? launch<T, D, D, false, DefaultPt<D, 1>, EXT, false>(p, 1, stream)
-                  : launch<T, D, D, false, DefaultPt<D, kMtFull<D>>, EXT, false>(p, 1, stream);
+    constexpr int banded_mt = flash2_space::default_row_tiles(D, true);
+    constexpr int full_mt = flash2_space::default_row_tiles(D, false);
+    return banded ? launch<T, D, D, false, DefaultPt<D, banded_mt>, EXT, false>(p, 1, stream)
+                  : launch<T, D, D, false, DefaultPt<D, full_mt>, EXT, false>(p, 1, stream);
 }
 
 /* VAR (varlen, paged K/V, seqused_k): one instantiation per dtype and head dim, the plain

@@ -88,6 +88,15 @@ FLASH2_HD constexpr bool buildable(const Point &x, int d, int dv) {
            x.min_blocks * n.threads <= kMaxThreadsPerSm;
 }
 
+/* Row tiles per warp the plain path runs untuned at head dim d (v5, measured on the H100:
+ * NOTES.md). Without a mask that bounds a row's keys (causal, window): at d64, 2 (each K/V
+ * fragment read from shared memory feeds two mma: 8-11 % faster); at d128, 1, since 2 row
+ * tiles leave registers for 32-key tiles only, which won at most 3 %. Banded shapes use 1: a
+ * 128-row block wastes more on its diagonal tile and makes half as many blocks (d64 causal
+ * S = 128 was 13 % slower with 2). The packed path always uses 1; another choice is a tuned
+ * point (thresholds/<gpu>.tuned.txt), not a build switch. */
+FLASH2_HD constexpr int default_row_tiles(int d, bool banded) { return d == 64 && !banded ? 2 : 1; }
+
 /* The point the plain path runs untuned (v5-v10's choices, NOTES.md): 4 warps; row tiles
  * per warp 2 at d64 without a causal mask, else 1; 64-key tiles but 32 for 2 row tiles at d128
  * and for d256; 2 stages; Q in registers but for 2 row tiles at d128 and for d256; 2 resident

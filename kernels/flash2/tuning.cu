@@ -86,8 +86,8 @@ bool is_causal(const attn_fwd_params *p) {
     return p->causal || (p->window_right == 0 && p->seqlen_q > 1);
 }
 Point default_point(const attn_fwd_params *p) {
-    /* flash2.cu's dispatch: 2 row tiles at d64 without a mask (kMtFull), else 1 */
-    return flash2_space::default_point(p->head_dim, p->head_dim == 64 && !is_causal(p) ? 2 : 1);
+    /* flash2.cu's dispatch: its untuned row tiles */
+    return flash2_space::default_point(p->head_dim, flash2_space::default_row_tiles(p->head_dim, is_causal(p)));
 }
 
 /* The tuned table's GPU for the current device: an index into kTuned's names, -1 none; per

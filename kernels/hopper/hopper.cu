@@ -21,8 +21,8 @@
  * one's GEMMs run during the others' softmax. The grid is persistent: one block per SM loops
  * over row blocks, causal ones paired heaviest with lightest, and the next Q is loaded under
  * the previous tile's last GEMM and epilogue. O leaves through shared memory in 16-byte
- * stores. NOTES.md measures each of these choices and the versions that led to them (their
- * code is in git history: d6bad4e's hopper.cu has versions 1-7 and every switch).
+ * stores. NOTES.md measures each of these choices and the versions that led to them (the
+ * earlier versions' code, and the switches that measured slower, are in git history).
  *
  * Tails and variable lengths: a dense tensor is a 4-D tensor map (d, rows, heads, batch), so
  * TMA writes zeros for rows past the sequence. Packed (varlen) tensors are one map over all
@@ -42,51 +42,20 @@
 #include "attn_abi.h"
 #include "ptx.cuh"
 
-/* HOPPER_WAIT_BOUNDARY=1: a basic-block boundary between the softmax and the wait for P.V, so
- * that ptxas cannot hoist the wait above the softmax (it does: no softmax runs under P.V).
- * Measured -11..0 % at d64 with two consumers (NOTES.md, session 9); off. Not yet measured with
- * three. */
-#ifndef HOPPER_WAIT_BOUNDARY
-#define HOPPER_WAIT_BOUNDARY 0
-#endif
-/* Consumer warpgroups at d64: three (FlashAttention-3's d64 block: BM = 192 query rows, 512
- * threads, consumers at 160 registers; the GEMM turns rotate over three warpgroups, so each
- * has two turns' time for its softmax, which at d64 takes as long as its GEMMs) from
- * seqlen_q = HOPPER_D64_THREE_FROM (no mask) or HOPPER_D64_THREE_FROM_CAUSAL; two below (BM =
- * 128, as d128). Measured (NOTES.md, session 10): three is 5-14 % faster at d64 full from S =
- * 512 but 10-50 % slower at S <= 256 (a block's rows are mostly empty); with the causal mask
- * it loses 6-27 % at S <= 2048 (192-row blocks waste more of the diagonal) and gains 6-13 %
- * from S = 4096 (session 11), so causal switches at 4096, which the long suite
- * (shapes/long.txt: S_q 3000, 4096, 8191, 16384) checks on both sides. 0: always three;
- * 1 << 30: always two. */
-#ifndef HOPPER_D64_THREE_FROM
-#define HOPPER_D64_THREE_FROM 512
-#endif
-#ifndef HOPPER_D64_THREE_FROM_CAUSAL
-#define HOPPER_D64_THREE_FROM_CAUSAL 4096
-#endif
-/* HOPPER_SKIP_HIDDEN=1: a consumer warpgroup skips the leading key tiles (the highest: they
- * come first) that none of its 64 rows sees, and all of them when its rows are past the
- * sequence's end. It still takes those tiles' turns (the ping-pong's counts stay n_max + 1)
- * and releases their stages after they land, but issues no GEMM and runs no softmax for them.
- * Where it matters: a causal block's diagonal (with three consumers, warpgroups 0 and 1 of a
- * 192-row block see none of its last 128-key tile: 35 % more work than two consumers do at
- * S = 512 without this) and a block's rows past the end (three consumers at S = 512 and 1024:
- * the last block's third, or second and third, warpgroup). ptxas then spills 8-56 bytes in the
- * d128 full and the three-consumer kernels, per-tile scalars reloaded outside the key loop.
- * emulate.py checks that no skipped tile has a key any of the warpgroup's rows sees.
- * Measured (session 11): 0.94-0.98x geomean, its spills cost more than the skipped work; off. */
-#ifndef HOPPER_SKIP_HIDDEN
-#define HOPPER_SKIP_HIDDEN 0
-#endif
-/* what this object was built with (dev_test.cu prints it) */
-extern "C" const int hopper_build_wait_boundary = HOPPER_WAIT_BOUNDARY;
-extern "C" const int hopper_build_skip_hidden = HOPPER_SKIP_HIDDEN;
-extern "C" const int hopper_build_three_from[2] = {HOPPER_D64_THREE_FROM, HOPPER_D64_THREE_FROM_CAUSAL};
-
 namespace {
 
 using namespace hopper_ptx;
+
+/* Consumer warpgroups at d64: three (FlashAttention-3's d64 block: BM = 192 query rows, 512
+ * threads, consumers at 160 registers; the GEMM turns rotate over three warpgroups, so each
+ * has two turns' time for its softmax, which at d64 takes as long as its GEMMs) from
+ * seqlen_q = kD64ThreeFrom (no mask) or kD64ThreeFromCausal; two below (BM = 128, as d128).
+ * Measured (NOTES.md): three is 5-14 % faster at d64 full from S = 512 but 10-50 % slower at
+ * S <= 256 (a block's rows are mostly empty); with the causal mask it loses 6-27 % at
+ * S <= 2048 (192-row blocks waste more of the diagonal) and gains 6-13 % from S = 4096, so
+ * causal switches at 4096, which the long suite (shapes/long.txt: S_q 3000, 4096, 8191,
+ * 16384) checks on both sides. */
+constexpr int kD64ThreeFrom = 512, kD64ThreeFromCausal = 4096;
 
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
@@ -391,7 +360,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         uint32_t p[BN / 16][4];
         float corr[2];
         /* S of tile it is issued with P.V of tile it - 1 (meant to run the softmax while that
-         * P.V is on the tensor cores: see HOPPER_WAIT_BOUNDARY), and the consumer warpgroups
+         * P.V is on the tensor cores: see the wait below), and the consumer warpgroups
          * take turns to issue (named barrier 1 + w is warpgroup w's, 256 threads: it waits, the
          * one before it arrives), so one's GEMMs run during the others' softmax. Each
          * warpgroup has n_max + 1 turns; the last warpgroup opens the first turn for warpgroup
@@ -405,83 +374,55 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         /* stage and phase of the block's KV tile kv0 + it (persistent: the ring runs on across tiles) */
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
         auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
-        int it0 = 0; /* HOPPER_SKIP_HIDDEN: the tiles before it0 are hidden from this warpgroup */
-        if (HOPPER_SKIP_HIDDEN) {
-            /* the last key any of this warpgroup's rows sees (-1: none; tile n's own keys start
-             * at n BN, a moved packed tail's earlier ones are masked) */
-            const int first = t.q_first + 64 * cw, last = min(first + 63, t.sq - 1);
-            const int last_key = first >= t.sq ? -1 : CAUSAL ? last + t.sk - t.sq : t.sk - 1;
-            it0 = t.n_max - (last_key < 0 ? 0 : min(t.n_max, last_key / BN + 1)); /* tiles n BN > last_key */
-            /* their turns, nothing issued; a stage is released once it has landed (an arrival
-             * before that would count toward the ring's previous round) */
-#pragma unroll 1
-            for (int it = 0; it < it0; ++it) {
-                const int st = stage(it);
-                mbar_wait(bar.full_k(st), phase(it));
-                take_turn();
-                pass_turn(false);
-                release(bar.empty_k(st));
-                mbar_wait(bar.full_v(st), phase(it));
-                release(bar.empty_v(st));
-            }
-        }
-        if (HOPPER_SKIP_HIDDEN && it0 == t.n_max) {
-            /* no tile: O stays 0 and the LSE -inf; the last turn, empty */
-            release(bar.q_empty());
-            take_turn();
-            pass_turn(true);
-        } else {
-            mbar_wait(bar.full_k(stage(it0)), phase(it0));
+        mbar_wait(bar.full_k(stage(0)), phase(0));
+        take_turn();
+        wgmma_fence();
+        issue_qk(s, stage(0));
+        wgmma_commit();
+        pass_turn(false);
+        wgmma_wait<0>();
+        pin(s);
+        release(bar.empty_k(stage(0)));
+        softmax(s, t.n_max - 1, needs_mask(t.n_max - 1), corr); /* O is 0: no rescale */
+        pack_p(p, s);
+        for (int it = 1; it < t.n_max; ++it) {
+            const int n = t.n_max - 1 - it, st = stage(it), prev = stage(it - 1);
+            mbar_wait(bar.full_k(st), phase(it));
+            mbar_wait(bar.full_v(prev), phase(it - 1));
             take_turn();
             wgmma_fence();
-            issue_qk(s, stage(it0));
+            issue_qk(s, st);
+            wgmma_commit();
+            issue_pv(p, prev);
             wgmma_commit();
             pass_turn(false);
-            wgmma_wait<0>();
+            wgmma_wait<1>(); /* S done; P.V may still run */
             pin(s);
-            release(bar.empty_k(stage(it0)));
-            softmax(s, t.n_max - 1 - it0, needs_mask(t.n_max - 1 - it0), corr); /* O is 0: no rescale */
-            pack_p(p, s);
-            for (int it = it0 + 1; it < t.n_max; ++it) {
-                const int n = t.n_max - 1 - it, st = stage(it), prev = stage(it - 1);
-                mbar_wait(bar.full_k(st), phase(it));
-                mbar_wait(bar.full_v(prev), phase(it - 1));
-                take_turn();
-                wgmma_fence();
-                issue_qk(s, st);
-                wgmma_commit();
-                issue_pv(p, prev);
-                wgmma_commit();
-                pass_turn(false);
-                wgmma_wait<1>(); /* S done; P.V may still run */
-                pin(s);
-                release(bar.empty_k(st));
-                softmax(s, n, needs_mask(n), corr);
-                /* the softmax done before the wait for P.V: pinned (nvcc) and, with
-                 * HOPPER_WAIT_BOUNDARY, a block boundary (ptxas puts a wgmma wait at the top of
-                 * its basic block: at 455c1e9 the wait for P.V came before every exp2 of the tile,
-                 * so no softmax ran under P.V). exp2 never gives s[0] the all-ones NaN tested. */
-                pin(s);
-                if (HOPPER_WAIT_BOUNDARY) block_boundary(s[0]);
-                wgmma_wait<0>();
-                pin(o);
-                release(bar.empty_v(prev));
-                rescale_o(corr);
-                pack_p(p, s);
-            }
-            /* every S GEMM of the tile is done: the producer may load the next tile's Q */
-            release(bar.q_empty());
-            const int last = stage(t.n_max - 1);
-            mbar_wait(bar.full_v(last), phase(t.n_max - 1));
-            take_turn();
-            wgmma_fence();
-            issue_pv(p, last);
-            wgmma_commit();
-            pass_turn(true);
+            release(bar.empty_k(st));
+            softmax(s, n, needs_mask(n), corr);
+            /* the softmax done before the wait for P.V, pinned (nvcc); ptxas still puts the
+             * wgmma wait at the top of its basic block, above every exp2 of the tile, so no
+             * softmax runs under P.V (a block boundary that prevents it measured no faster:
+             * NOTES.md) */
+            pin(s);
             wgmma_wait<0>();
             pin(o);
-            release(bar.empty_v(last));
+            release(bar.empty_v(prev));
+            rescale_o(corr);
+            pack_p(p, s);
         }
+        /* every S GEMM of the tile is done: the producer may load the next tile's Q */
+        release(bar.q_empty());
+        const int last = stage(t.n_max - 1);
+        mbar_wait(bar.full_v(last), phase(t.n_max - 1));
+        take_turn();
+        wgmma_fence();
+        issue_pv(p, last);
+        wgmma_commit();
+        pass_turn(true);
+        wgmma_wait<0>();
+        pin(o);
+        release(bar.empty_v(last));
     }
 
     /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 (max + log2 l); rows of a
@@ -763,9 +704,9 @@ int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CU
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
-/* consumer warpgroups of the block for this problem (HOPPER_D64_THREE_FROM) */
+/* consumer warpgroups of the block for this problem (kD64ThreeFrom) */
 int consumers(int d, bool causal, int seqlen_q) {
-    return d == 64 && seqlen_q >= (causal ? HOPPER_D64_THREE_FROM_CAUSAL : HOPPER_D64_THREE_FROM) ? 3 : 2;
+    return d == 64 && seqlen_q >= (causal ? kD64ThreeFromCausal : kD64ThreeFrom) ? 3 : 2;
 }
 
 template <typename T, int D>
@@ -773,9 +714,7 @@ int dispatch(const Args &a, bool causal, int nc, const CUtensorMap &mq, const CU
              int dev, cudaStream_t stream) {
     if constexpr (D == 64) {
         if (nc == 3 && !causal) return launch<T, D, false, 3>(a, mq, mk, mv, dev, stream);
-        /* causal with three consumers is not built where a build turns it off (1 << 30) */
-        if constexpr (HOPPER_D64_THREE_FROM_CAUSAL < (1 << 30))
-            if (nc == 3) return launch<T, D, true, 3>(a, mq, mk, mv, dev, stream);
+        if (nc == 3) return launch<T, D, true, 3>(a, mq, mk, mv, dev, stream);
     }
     return causal ? launch<T, D, true, 2>(a, mq, mk, mv, dev, stream)
                   : launch<T, D, false, 2>(a, mq, mk, mv, dev, stream);

@@ -58,14 +58,6 @@ __device__ __forceinline__ void mbar_wait_suspend(uint32_t bar, uint32_t parity,
     } while (!done);
 }
 
-/* Ends the basic block here: a branch ptxas cannot drop (on a bit pattern the caller's value
- * never has; if it had, the branch would only run an empty nanosleep). ptxas schedules a
- * `wgmma.wait_group` as early as its basic block allows, i.e. above arithmetic that the wait
- * does not depend on; a block boundary keeps it below that arithmetic. */
-__device__ __forceinline__ void block_boundary(float never) {
-    if (__float_as_uint(never) == 0xFFFFFFFFu) asm volatile("nanosleep.u32 0;\n");
-}
-
 /* ---- TMA ---- */
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
