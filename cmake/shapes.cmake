@@ -11,7 +11,7 @@
 # configure step with "<file>:<line>: <what was expected>"; editing the file re-runs it.
 #
 #   attn_check_names(<var> <group>)
-# sets <var> to the comma-separated names of the checks of <group> (suites/correctness/checks.def).
+# sets <var> to the comma-separated names of the checks of <group> (harness/checks.def).
 #
 # In script mode (cmake -P) there is no compiler: pass -DATTN_SHAPES_PROGRAM=<attn_shapes>.
 
@@ -51,13 +51,13 @@ function(_attn_shapes_program out)
   endif()
   set(r "${_ATTN_SHAPES_ROOT}")
   set(sources "${r}/harness/shapes.c" "${r}/harness/pairwise.c" "${r}/tools/shapes.c")
-  set(inputs ${sources} "${r}/harness/shapes.h" "${r}/harness/pairwise.h" "${r}/suites/correctness/checks.def")
+  set(inputs ${sources} "${r}/harness/shapes.h" "${r}/harness/pairwise.h" "${r}/harness/checks.def")
   set(exe "${CMAKE_BINARY_DIR}/CMakeFiles/attn_shapes/attn_shapes")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${inputs})
   foreach(f IN LISTS inputs)
     if(NOT EXISTS "${exe}" OR "${f}" IS_NEWER_THAN "${exe}")
       file(MAKE_DIRECTORY "${CMAKE_BINARY_DIR}/CMakeFiles/attn_shapes")
-      execute_process(COMMAND "${CMAKE_C_COMPILER}" -std=c11 -O2 "-I${r}/harness" "-I${r}/suites/correctness"
+      execute_process(COMMAND "${CMAKE_C_COMPILER}" -std=c11 -O2 "-I${r}/harness"
                               -o "${exe}" ${sources}
                       RESULT_VARIABLE rc OUTPUT_VARIABLE log ERROR_VARIABLE log)
       if(NOT rc EQUAL 0)

@@ -1,5 +1,5 @@
 /* attn_shapes: a shape-matrix file (harness/shapes.h) and the table of correctness checks
- * (suites/correctness/checks.def), printed for the programs that build or run the tests:
+ * (harness/checks.def), printed for the programs that build or run the tests:
  * CMake set() lines for the configure step (cmake/shapes.cmake compiles and runs this before
  * anything is built), JSON for the scripts. */
 #include <stdio.h>
@@ -163,7 +163,7 @@ static void print_checks(const char *group) {
     for (int i = 0; i < N_CHECKS; i++)
         if (!strcmp(checks[i].group, group)) printf("%s%s", n++ ? "," : "", checks[i].name);
     if (!n) {
-        fprintf(stderr, "attn_shapes: --checks: no check in group '%s' (suites/correctness/checks.def)\n", group);
+        fprintf(stderr, "attn_shapes: --checks: no check in group '%s' (harness/checks.def)\n", group);
         exit(2);
     }
     printf("\n");

@@ -1,6 +1,6 @@
 #!/bin/bash
 # attn_shapes (tools/shapes.c) as the scripts and CMake call it: the JSON of a shapes file,
-# the check names of each group against suites/correctness/checks.def read here on its own,
+# the check names of each group against harness/checks.def read here on its own,
 # and exit status 2 with one line for a malformed file or bad arguments.
 #   test_attn_shapes.sh <attn_shapes> <source dir>
 set -u
@@ -32,12 +32,12 @@ assert d["axes"]["head_dim"][2] == "192x128" and d["axes"]["page_size"] == ["0",
 
 # --checks GROUP and --checks-json against the table
 for group in correctness contract launch packed; do
-  want=$(sed -n "s/^ATTN_CHECK(\([a-z_]*\), $group,.*/\1/p" "$src/suites/correctness/checks.def" | paste -sd, -)
+  want=$(sed -n "s/^ATTN_CHECK(\([a-z_]*\), $group,.*/\1/p" "$src/harness/checks.def" | paste -sd, -)
   [ -n "$want" ] || fail "no check of group $group in checks.def"
   got=$("$tool" --checks $group) || fail "--checks $group: exit $?"
   [ "$got" = "$want" ] || fail "--checks $group: '$got', expected '$want'"
 done
-want=$(grep -c '^ATTN_CHECK(' "$src/suites/correctness/checks.def")
+want=$(grep -c '^ATTN_CHECK(' "$src/harness/checks.def")
 "$tool" --checks-json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
