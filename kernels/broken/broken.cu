@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "attn_abi.h"
-#include "common/warp_row.cuh"
+#include "warp_row.cuh"
 
 #if ATTN_ABI_VERSION >= 2
 extern "C" const attn_kernel *broken_v2_kernels(int *count); /* broken_v2.cu */

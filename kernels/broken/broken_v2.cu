@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "attn_abi.h"
-#include "common/warp_row.cuh"
+#include "warp_row.cuh"
 
 namespace {
 
