@@ -27,10 +27,6 @@
 #include "reference.h"
 #include "verdict.h"
 
-static attn_dtype dtype;
-static int head_dim;
-static attn_reference *ref;
-
 enum { BATCH = 2, HEADS = 3 }; /* the oracle shapes' batch and heads */
 /* (batch, heads, layout) for the baseline: heads batched, batches batched, (b, h) flattened */
 static const int baseline_cases[][3] = {{2, 3, ATTN_LAYOUT_BSHD}, {5, 2, ATTN_LAYOUT_BSHD}, {2, 3, ATTN_LAYOUT_BHSD}};
@@ -56,6 +52,7 @@ typedef struct {
 } features;
 
 struct oracle_case {
+    attn_dtype dtype;
     int sq, sk, causal, batch, heads, d;
     features f;
     int baseline; /* a version-1 case: the baseline (which takes only those) is checked too */
@@ -71,7 +68,18 @@ struct oracle_case {
     void *dq, *dk, *dv, *dbo;
     float *dgo, *dro, *dgl;
 };
-static struct oracle_case current;
+
+/* The run: the command line's dtype and head dim, the reference, the case being checked. */
+typedef struct {
+    attn_dtype dtype;
+    int head_dim;
+    attn_reference *ref;
+    struct oracle_case current;
+} ref_check;
+
+/* Check's test functions and fixtures take no argument: main's context reaches them through
+ * this one pointer, set once before the run. */
+static ref_check *the_run;
 
 /* Frees whatever c holds (NULL pointers are skipped, so a second call, or the teardown after a
  * passing case, makes no CUDA call) and zeroes it. The baseline's O goes first, as it did
@@ -86,13 +94,14 @@ static void free_case(struct oracle_case *c) {
     memset(c, 0, sizeof *c);
 }
 
-static void teardown(void) { free_case(&current); }
+static void teardown(void) { free_case(&the_run->current); }
 
 /* The shape, its sizes and name, and the host buffers. */
-static void case_init(struct oracle_case *c, int sq, int sk, int causal, int batch, int heads,
-                      attn_layout layout, features f) {
+static void case_init(const ref_check *rc, struct oracle_case *c, int sq, int sk, int causal, int batch,
+                      int heads, attn_layout layout, features f) {
     memset(c, 0, sizeof *c);
-    int d = head_dim;
+    const attn_dtype dtype = c->dtype = rc->dtype;
+    int d = rc->head_dim;
     c->sq = sq, c->sk = sk, c->causal = causal, c->batch = batch, c->heads = heads, c->d = d, c->f = f;
     c->layout = layout;
     c->stq = attn_make_strides(layout, batch, heads, sq, d);
@@ -125,6 +134,7 @@ static void case_init(struct oracle_case *c, int sq, int sk, int causal, int bat
 /* Q, K, V from the generator seeded by the case's name: in the dtype through the layout's
  * strides for the GPU, and the same values widened to float (BHSD) for the oracle. */
 static void fill_inputs(struct oracle_case *c) {
+    const attn_dtype dtype = c->dtype;
     attn_rng rng;
     attn_rng_init(&rng, attn_seed_from_name(c->name));
     uint16_t *h16[3] = {c->hq, c->hk, c->hv};
@@ -172,7 +182,8 @@ static void upload_inputs(struct oracle_case *c) {
 }
 
 /* The baseline, then the golden and the low-precision reference, each copied back. */
-static void run_gpu(struct oracle_case *c) {
+static void run_gpu(attn_reference *ref, struct oracle_case *c) {
+    const attn_dtype dtype = c->dtype;
     const size_t nq = c->nq, no = c->no, rows = c->rows;
     const attn_strides stq = c->stq, stk = c->stk, stv = c->stv;
     float *go = c->go, *ro = c->ro, *gl = c->gl, *dgo = c->dgo, *dro = c->dro, *dgl = c->dgl;
@@ -211,6 +222,7 @@ static void run_gpu(struct oracle_case *c) {
 /* Golden and low-precision O against the oracle (and exact zeros where a row sees no key).
  * Returns the low-precision bound, which the baseline is held to as well. */
 static double check_o(const struct oracle_case *c) {
+    const attn_dtype dtype = c->dtype;
     const float *go = c->go, *ro = c->ro;
     const double *xo = c->xo, *xl = c->xl;
     double xmax = 0, gerr = 0, rerr = 0;
@@ -237,6 +249,7 @@ static double check_o(const struct oracle_case *c) {
 
 /* The baseline's O (the dtype, through Q's strides) against the oracle's BHSD O. */
 static void check_baseline_o(const struct oracle_case *c, double rbound) {
+    const attn_dtype dtype = c->dtype;
     double berr = 0;
     size_t bworst = 0;
     float bval = 0;
@@ -268,9 +281,10 @@ static void check_lse(const struct oracle_case *c) {
     }
 }
 
-static void check_case(int sq, int sk, int causal, int batch, int heads, attn_layout layout, features f) {
-    struct oracle_case *c = &current;
-    case_init(c, sq, sk, causal, batch, heads, layout, f);
+static void check_case(ref_check *rc, int sq, int sk, int causal, int batch, int heads, attn_layout layout,
+                       features f) {
+    struct oracle_case *c = &rc->current;
+    case_init(rc, c, sq, sk, causal, batch, heads, layout, f);
     fill_inputs(c);
     /* every sequence at full length (varying lengths: next to come) */
     enum { MAX_BATCH = 8 };
@@ -284,32 +298,32 @@ static void check_case(int sq, int sk, int causal, int batch, int heads, attn_la
                               .max_seqlen_q = sq, .max_seqlen_k = sk};
     attn_oracle_forward(&pr, c->fq, c->fk, c->fv, c->xo, c->xl);
     upload_inputs(c);
-    run_gpu(c);
+    run_gpu(rc->ref, c);
     double rbound = check_o(c);
     if (c->baseline) check_baseline_o(c, rbound);
     check_lse(c);
     free_case(c);
 }
 
-static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
-    features v1 = {heads, head_dim, -1, -1, 0};
-    check_case(sq, sk, causal, batch, heads, layout, v1);
+static void check_shape(ref_check *rc, int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
+    features v1 = {heads, rc->head_dim, -1, -1, 0};
+    check_case(rc, sq, sk, causal, batch, heads, layout, v1);
 }
 
-START_TEST(full) { check_shape(shapes[_i][0], shapes[_i][1], 0, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
+START_TEST(full) { check_shape(the_run, shapes[_i][0], shapes[_i][1], 0, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
 END_TEST
-START_TEST(causal) { check_shape(shapes[_i][0], shapes[_i][1], 1, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
+START_TEST(causal) { check_shape(the_run, shapes[_i][0], shapes[_i][1], 1, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
 END_TEST
 /* each way the baseline batches its GEMMs, on a tail shape, causal with S_q > S_k */
 START_TEST(baseline_batching) {
     const int *c = baseline_cases[_i];
-    check_shape(17, 17, 0, c[0], c[1], (attn_layout)c[2]);
-    check_shape(130, 70, 1, c[0], c[1], (attn_layout)c[2]);
+    check_shape(the_run, 17, 17, 0, c[0], c[1], (attn_layout)c[2]);
+    check_shape(the_run, 130, 70, 1, c[0], c[1], (attn_layout)c[2]);
 }
 END_TEST
 
 /* each version-2 feature alone, then together, on tails with S_q != S_k (heads 4) */
-static features feature_case(int i) {
+static features feature_case(int head_dim, int i) {
     const features all[] = {
         {2, 0, -1, -1, 0},  {1, 0, -1, -1, 0}, /* grouped KV heads: 2 per KV head, all to one */
         {4, 0, 16, -1, 0},  {4, 0, -1, 5, 0},  {4, 0, 3, 5, 0}, {4, 0, 0, 0, 0}, /* windows */
@@ -324,16 +338,18 @@ static features feature_case(int i) {
 enum { N_FEATURE_CASES = 11 };
 
 START_TEST(version2_features) {
-    features f = feature_case(_i);
-    check_case(70, 130, 0, BATCH, 4, ATTN_LAYOUT_BSHD, f);
-    check_case(130, 70, 0, BATCH, 4, ATTN_LAYOUT_BHSD, f);
-    if (f.window_right <= 0) check_case(130, 70, 1, BATCH, 4, ATTN_LAYOUT_BSHD, f); /* causal: right bound 0 */
+    features f = feature_case(the_run->head_dim, _i);
+    check_case(the_run, 70, 130, 0, BATCH, 4, ATTN_LAYOUT_BSHD, f);
+    check_case(the_run, 130, 70, 0, BATCH, 4, ATTN_LAYOUT_BHSD, f);
+    if (f.window_right <= 0) check_case(the_run, 130, 70, 1, BATCH, 4, ATTN_LAYOUT_BSHD, f); /* causal: right bound 0 */
 }
 END_TEST
 
 int main(int argc, char **argv) {
-    if (argc != 5 || strcmp(argv[1], "--dtype") || attn_dtype_parse(argv[2], &dtype) ||
-        strcmp(argv[3], "--head-dim") || (head_dim = atoi(argv[4])) <= 0) {
+    ref_check run = {0};
+    the_run = &run;
+    if (argc != 5 || strcmp(argv[1], "--dtype") || attn_dtype_parse(argv[2], &run.dtype) ||
+        strcmp(argv[3], "--head-dim") || (run.head_dim = atoi(argv[4])) <= 0) {
         fprintf(stderr, "usage: %s --dtype fp16|bf16 --head-dim D\n", argv[0]);
         return 2;
     }
@@ -342,7 +358,7 @@ int main(int argc, char **argv) {
         printf("SKIPPED: %s\n", err);
         return ATTN_EXIT_SKIP;
     }
-    if (attn_ref_create(&ref, err, sizeof err)) {
+    if (attn_ref_create(&run.ref, err, sizeof err)) {
         printf("FAILED: cannot create the reference: %s\n", err);
         return 1;
     }
@@ -359,6 +375,6 @@ int main(int argc, char **argv) {
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    attn_ref_destroy(ref);
+    attn_ref_destroy(run.ref);
     return failed ? 1 : 0;
 }
