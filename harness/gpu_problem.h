@@ -36,6 +36,12 @@ enum { ATTN_MAX_SEQS = 256 };              /* sequences of a packed batch */
 enum { ATTN_CACHE_SLACK = 16 };            /* a dense cache's rows past its longest sequence */
 
 typedef enum { ATTN_T_Q, ATTN_T_K, ATTN_T_V, ATTN_T_O, ATTN_T_LSE, ATTN_N_TENSORS } attn_tensor_id;
+/* Sets of tensors (attn_gpu_problem_poison, attn_gpu_problem_snapshot): a bit per tensor. */
+#define ATTN_TENSOR_BIT(t) (1u << (t))
+enum {
+    ATTN_FWD_INPUTS = ATTN_TENSOR_BIT(ATTN_T_Q) | ATTN_TENSOR_BIT(ATTN_T_K) | ATTN_TENSOR_BIT(ATTN_T_V),
+    ATTN_FWD_OUTPUTS = ATTN_TENSOR_BIT(ATTN_T_O) | ATTN_TENSOR_BIT(ATTN_T_LSE),
+};
 
 typedef struct {
     attn_dtype dtype;
@@ -72,10 +78,12 @@ typedef struct {
     /* packed */
     attn_seqs seqs;                     /* the host layout */
     attn_problem_host host;             /* host copies of the device arrays, for attn_problem_check */
-    int32_t *cu_q, *cu_k, *table, *used; /* device arrays (NULL where the problem has none) */
-    void *o_dense;                      /* O unpacked into the dense layout (packed Q only) */
-    float *lse_dense;
+    int32_t *cu_q, *cu_k, *table, *used; /* device arrays (NULL where the problem has none; cu_q
+                                         * is always there: unpacking reads it) */
+    void *o_dense;                      /* O and the LSE unpacked into the references' layout */
+    float *lse_dense;                   /* (attn_gpu_problem_unpack; packed problems only) */
 } attn_gpu_problem;
+/* x->host.seqused_k points into x->desc: a built problem is not copied or moved. */
 
 /* Allocates and fills the problem described by d: inputs from d->seed, outputs poisoned, the
  * problem checked (attn_problem_check). 0, or 1 with the reason in err (x is then freed). */
@@ -86,17 +94,43 @@ int attn_gpu_problem_build(attn_gpu_problem *x, const attn_problem_desc *d, cuda
 int attn_gpu_problem_fill(attn_gpu_problem *x, uint64_t seed, cudaStream_t stream, char *err, size_t errlen);
 /* O and the LSE (guard bands included) poisoned on `stream`. */
 int attn_gpu_problem_poison_outputs(attn_gpu_problem *x, cudaStream_t stream, char *err, size_t errlen);
+/* The buffers of a set of tensors (ATTN_TENSOR_BIT), guard bands included, poisoned. */
+int attn_gpu_problem_poison(attn_gpu_problem *x, unsigned tensors, cudaStream_t stream, char *err, size_t errlen);
 /* G, R and the golden LSE of the inputs x holds now (allocated on first use; NaN until the
  * reference writes them), synchronized. */
 int attn_gpu_problem_references(attn_gpu_problem *x, attn_reference *ref, cudaStream_t stream, char *err,
                                 size_t errlen);
-/* A packed problem's O and LSE unpacked into o_dense and lse_dense (the references' layout). */
+/* A packed problem's O and LSE unpacked into o_dense and lse_dense (the references' layout);
+ * the references' rows past a sequence's length, which the reference leaves alone, set to
+ * what the unpacked rows hold there (0 and -inf) when the references exist. Enqueued. */
 int attn_gpu_problem_unpack(attn_gpu_problem *x, cudaStream_t stream, char *err, size_t errlen);
+/* The unpacked output as a dense problem of the longest lengths (o = o_dense, lse =
+ * lse_dense, BHSD, no mask: which rows see no key is already in the references), for the
+ * verdict's figures (attn_output_stats_gpu). */
+attn_fwd_params attn_gpu_problem_unpacked(const attn_gpu_problem *x);
+/* A packed batch whose sequences all have the same number of queries (at least one): Q, O
+ * and the LSE dense, rows b * seqlen_q + i (a decode batch). */
+int attn_problem_q_dense(const attn_problem_desc *d);
+/* Q dense and no pages: K and V a dense cache with seqused_k and ATTN_CACHE_SLACK spare rows. */
+int attn_problem_kv_cache(const attn_problem_desc *d);
 void attn_gpu_problem_free(attn_gpu_problem *x);
 
 /* The logical view of tensor t (q, k, v, o) and the first byte of its data (past the guard). */
 attn_tensor_view attn_gpu_problem_view(const attn_gpu_problem *x, attn_tensor_id t);
 void *attn_gpu_problem_data(const attn_gpu_problem *x, attn_tensor_id t);
+
+/* Copies of some of a problem's buffers (a set of ATTN_TENSOR_BIT, guard bands included), to
+ * compare with later (two launches' outputs) or to put back (inputs held back while the
+ * buffers hold poison). Enqueued on `stream`. */
+typedef struct {
+    void *buf[ATTN_N_TENSORS];
+    size_t bytes[ATTN_N_TENSORS];
+} attn_gpu_snapshot;
+int attn_gpu_problem_snapshot(const attn_gpu_problem *x, unsigned tensors, attn_gpu_snapshot *s,
+                              cudaStream_t stream, char *err, size_t errlen);
+int attn_gpu_problem_restore(attn_gpu_problem *x, const attn_gpu_snapshot *s, cudaStream_t stream, char *err,
+                             size_t errlen);
+void attn_gpu_snapshot_free(attn_gpu_snapshot *s);
 
 #ifdef __cplusplus
 }
