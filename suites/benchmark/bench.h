@@ -12,13 +12,13 @@
 #include "attn_abi.h"
 #include "bench_gpu.h"
 #include "cudnn_sdpa.h"
+#include "gpu_problem.h"
 #include "harness.h"
 #include "reference.h"
-#include "seqs.h"
 #include "thresholds.h"
 #include "verdict.h"
 
-enum { MAX_BENCH_SEQS = 256 }; /* sequences of a varlen batch */
+enum { MAX_BENCH_SEQS = ATTN_MAX_SEQS }; /* sequences of a varlen batch */
 
 typedef struct {
     /* the arguments (args.c) */
@@ -39,15 +39,12 @@ typedef struct {
     json_t *phases;        /* wall time of each phase, in doc ("phases_s") */
     double phase_start;
 
-    /* the problem (problem.c) */
-    size_t n;        /* elements of each of Q, K, V, O (dense workloads) */
-    attn_seqs seqs;
-    size_t o_elems;  /* elements of O as the kernel writes it */
-    void *o_dense;   /* varlen: O unpacked into the references' dense layout */
-    attn_fwd_params p;
+    /* the problem (problem.c): its tensors, the kernel's parameters (prob.p), the golden
+     * and low-precision O (prob.g, prob.r), kept on the GPU */
+    size_t n; /* elements of each of Q, K, V, O (the dense matrix's work) */
+    attn_gpu_problem prob;
     cudaStream_t stream;
     attn_reference *ref;
-    float *dG, *dR;  /* golden and low-precision O, kept on the GPU */
 
     /* this GPU and the thresholds that judge the kernel on it */
     struct cudaDeviceProp prop;

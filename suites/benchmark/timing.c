@@ -14,14 +14,14 @@
 
 int bench_run_kernel(void *ctx, cudaStream_t s, char *err, size_t errlen) {
     const bench *bm = ctx;
-    int rc = bm->kernel->fwd(&bm->p, s);
+    int rc = bm->kernel->fwd(&bm->prob.p, s);
     if (rc != ATTN_OK) snprintf(err, errlen, "kernel '%s' returned %d", bm->kernel->name, rc);
     return rc != ATTN_OK;
 }
 
 static int run_baseline(void *ctx, cudaStream_t s, char *err, size_t errlen) {
     bench *bm = ctx;
-    return attn_ref_baseline(bm->ref, &bm->p, s, err, errlen);
+    return attn_ref_baseline(bm->ref, &bm->prob.p, s, err, errlen);
 }
 
 /* cuDNN's plan on the benchmark's problem */
@@ -41,7 +41,7 @@ static int run_cudnn(void *ctx, cudaStream_t s, char *err, size_t errlen) {
 static void not_supported_if_smem_too_big(bench *bm, const struct cudaDeviceProp *prop) {
     char why[512];
     if (attn_requests_begin(why, sizeof why)) return; /* no CUPTI: the plain failure stands */
-    bm->kernel->fwd(&bm->p, bm->stream);
+    bm->kernel->fwd(&bm->prob.p, bm->stream);
     cudaStreamSynchronize(bm->stream);
     cudaGetLastError();
     const int asked = attn_requests_end();
@@ -139,8 +139,8 @@ static void store_baselines(const bench *bm, const char *path) {
  * timed. */
 void bench_verify_kernel(bench *bm) {
     char err[2048];
-    if (attn_kernel_lacks(bm->kernel, &bm->p, err, sizeof err)) bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "%s", err);
-    int rc = bm->kernel->fwd(&bm->p, bm->stream);
+    if (attn_kernel_lacks(bm->kernel, &bm->prob.p, err, sizeof err)) bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "%s", err);
+    int rc = bm->kernel->fwd(&bm->prob.p, bm->stream);
     if (rc == ATTN_UNSUPPORTED)
         bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "kernel '%s' returned ATTN_UNSUPPORTED", bm->kernel_name);
     cudaStreamSynchronize(bm->stream);
@@ -159,7 +159,7 @@ void bench_time_kernel(bench *bm) {
     if (attn_timer_create(&bm->timer, bm->stream, err, sizeof err)) bench_finish(bm, "fail", 2, "timer: %s", err);
     /* fresh poison before the timed launches, the verdict on what they leave: a kernel that
      * skips work when called again (on the same pointers) leaves NaN */
-    if (cudaMemsetAsync(bm->p.o, 0xff, bm->o_elems * 2, bm->stream) != cudaSuccess) bench_finish(bm, "fail", 2, "cudaMemsetAsync failed");
+    if (attn_gpu_problem_poison_outputs(&bm->prob, bm->stream, err, sizeof err)) bench_finish(bm, "fail", 2, "%s", err);
     if (attn_measure(bm->timer, bench_run_kernel, bm, &bm->rules, &bm->tk, err, sizeof err))
         bench_finish(bm, "fail", 1, "timing the kernel: %s", err);
     bench_judge_output_now(bm, bm->timed_output_why, sizeof bm->timed_output_why);
@@ -194,9 +194,9 @@ static void time_cudnn(bench *bm) {
         bm->cudnn_version = lib.version;
         snprintf(bm->cudnn_lib, sizeof bm->cudnn_lib, "%s", lib.path[0] ? lib.path : lib.requested);
     }
-    if (cudnn && attn_cudnn_plan_create_ex(cudnn, &bm->p, NULL, bm->stream, &plan, bm->cudnn_why, sizeof bm->cudnn_why) == 0) {
+    if (cudnn && attn_cudnn_plan_create_ex(cudnn, &bm->prob.p, NULL, bm->stream, &plan, bm->cudnn_why, sizeof bm->cudnn_why) == 0) {
         char why[1024];
-        cudnn_run run = {plan, &bm->p};
+        cudnn_run run = {plan, &bm->prob.p};
         bench_phase_done(bm, "cudnn_plan");
         attn_cudnn_plan_info info;
         attn_cudnn_plan_get_info(plan, &info);
