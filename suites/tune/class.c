@@ -62,7 +62,7 @@ typedef struct {
     const char *mask;
     int batch, heads;
     char seed[160];
-    problem x;
+    attn_gpu_problem x;
     size_t def;
     unsigned char *allowed, *tried;
     size_t *pool;
@@ -175,11 +175,7 @@ static int confirm(tuner *tu, class_search *cs, size_t win, json_t *j, char *why
         snprintf(why, whylen, "%.3fx: the winner's CI %.4g-%.4g ms does not lie %.0f %% under the default's "
                  "%.4g-%.4g ms", speedup, tw.ci_lo_ms, tw.ci_hi_ms, 100 * ACCEPT_MARGIN, td.ci_lo_ms, td.ci_hi_ms);
     else { /* right on this shape too */
-        const group *g = cs->g;
-        const shape_class *sc = cs->sc;
-        problem_free(&cs->x);
-        if (problem_make(tu, &cs->x, g->dtype, g->d, cs->batch, cs->heads, sc->seqlen, sc->seqlen, sc->causal, cs->seed,
-                         1, err, sizeof err))
+        if (attn_gpu_problem_references(&cs->x, tu->ref, tu->stream, err, sizeof err))
             ok = 0, snprintf(why, whylen, "cannot verify on this shape: %.600s", err);
         else if (check_config(tu, &cs->x, cw.values, err, sizeof err))
             ok = 0, snprintf(why, whylen, "wrong on this shape: %.600s", err);
@@ -235,7 +231,7 @@ json_t *tune_class(tuner *tu, const shape_class *sc, char *line, size_t linelen)
     printf("\n== %s %s d%d %s S=%d (class %d-%d, batch %d, %d heads)\n", tu->a.kernel_name, attn_dtype_name(g->dtype),
            g->d, cs.mask, S, sc->lo, sc->hi, cs.batch, cs.heads);
     if (class_start(tu, &cs, j)) {
-        problem_free(&cs.x);
+        attn_gpu_problem_free(&cs.x);
         return j;
     }
     cs.trials = json_array();
@@ -250,6 +246,6 @@ json_t *tune_class(tuner *tu, const shape_class *sc, char *line, size_t linelen)
     json_object_set_new(j, "winner", config_json(tu, win));
     decide(tu, &cs, win, cs.loss[best], j, line, linelen);
     free(cs.allowed), free(cs.tried), free(cs.pool), free(cs.loss);
-    problem_free(&cs.x);
+    attn_gpu_problem_free(&cs.x);
     return j;
 }

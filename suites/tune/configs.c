@@ -49,51 +49,19 @@ json_t *config_json(const tuner *tu, size_t index) {
 
 /* ---------------------------------------------------------------- problems ---- */
 
-void problem_free(problem *x) {
-    cudaFree((void *)x->p.q), cudaFree((void *)x->p.k), cudaFree((void *)x->p.v), cudaFree(x->p.o);
-    cudaFree(x->p.lse), cudaFree(x->g), cudaFree(x->r), cudaFree(x->lg);
-    memset(x, 0, sizeof *x);
-}
-
-/* Allocates and fills a problem; with refs, computes its references. 0, or 1 with err. */
-int problem_make(tuner *tu, problem *x, attn_dtype dt, int d, int batch, int heads, int sq, int sk, int causal,
-                 const char *seed_name, int refs, char *err, size_t errlen) {
-    memset(x, 0, sizeof *x);
-    attn_fwd_params *p = &x->p;
-    attn_params_clear(p, heads);
-    p->dtype = dt, p->batch = batch, p->seqlen_q = sq, p->seqlen_k = sk, p->head_dim = d, p->causal = causal;
-    p->softmax_scale = (float)(1.0 / sqrt((double)d));
-    const size_t nq = (size_t)batch * sq * heads * d, nk = (size_t)batch * sk * heads * d;
-    x->o_elems = nq, x->rows = (size_t)batch * heads * sq;
-    void *q, *k, *v, *o;
-    if (cudaMalloc(&q, nq * 2) || cudaMalloc(&k, nk * 2) || cudaMalloc(&v, nk * 2) || cudaMalloc(&o, nq * 2) ||
-        cudaMalloc((void **)&p->lse, x->rows * 4))
-        return snprintf(err, errlen, "cudaMalloc failed (%zu + 2 x %zu elements)", 2 * nq, nk), 1;
-    p->q = q, p->k = k, p->v = v, p->o = o;
-    const uint64_t seed = attn_seed_from_name(seed_name);
-    if (attn_fill_normal(q, dt, nq, seed, 1.0f, tu->stream) || attn_fill_normal(k, dt, nk, seed + 1, 1.0f, tu->stream) ||
-        attn_fill_normal(v, dt, nk, seed + 2, 1.0f, tu->stream))
-        return snprintf(err, errlen, "attn_fill_normal failed"), 1;
-    p->q_row_stride = p->k_row_stride = p->v_row_stride = p->o_row_stride = (int64_t)heads * d;
-    p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = d;
-    p->q_batch_stride = p->o_batch_stride = (int64_t)sq * heads * d;
-    p->k_batch_stride = p->v_batch_stride = (int64_t)sk * heads * d;
-    if (!refs) return 0;
-    if (cudaMalloc((void **)&x->g, nq * 4) || cudaMalloc((void **)&x->r, nq * 4) ||
-        cudaMalloc((void **)&x->lg, x->rows * 4))
-        return snprintf(err, errlen, "cudaMalloc for the references failed"), 1;
-    if (attn_ref_forward(tu->ref, p, ATTN_REF_GOLDEN, x->g, x->lg, tu->stream, err, errlen) ||
-        attn_ref_forward(tu->ref, p, ATTN_REF_LOWP, x->r, NULL, tu->stream, err, errlen))
-        return 1;
-    cudaError_t e = cudaStreamSynchronize(tu->stream);
-    return e ? snprintf(err, errlen, "reference: %s", cudaGetErrorString(e)), 1 : 0;
+/* A dense problem (harness/gpu_problem.h: BSHD, inputs from seed_name, the LSE asked for)
+ * built on the child's stream; with refs, its references too. 0, or 1 with err. */
+int problem_make(tuner *tu, attn_gpu_problem *x, attn_dtype dt, int d, int batch, int heads, int sq, int sk,
+                 int causal, const char *seed_name, int refs, char *err, size_t errlen) {
+    const attn_problem_desc desc = attn_problem_dense(dt, batch, heads, sq, sk, d, causal, seed_name);
+    if (attn_gpu_problem_build(x, &desc, tu->stream, err, errlen)) return 1;
+    return refs && attn_gpu_problem_references(x, tu->ref, tu->stream, err, errlen);
 }
 
 /* Runs configuration `values` once on poisoned O and LSE and judges both. 0 right; 1 wrong or
  * an error (why); ATTN_UNSUPPORTED (returned as 3) when the kernel declined it. */
-int check_config(tuner *tu, problem *x, const int *values, char *why, size_t len) {
-    if (cudaMemsetAsync(x->p.o, 0xff, x->o_elems * 2, tu->stream) || cudaMemsetAsync(x->p.lse, 0xff, x->rows * 4, tu->stream))
-        return snprintf(why, len, "cudaMemsetAsync failed"), 1;
+int check_config(tuner *tu, attn_gpu_problem *x, const int *values, char *why, size_t len) {
+    if (attn_gpu_problem_poison_outputs(x, tu->stream, why, len)) return 1;
     const int rc = tu->tuning->fwd_config(&x->p, values, tu->stream);
     if (rc == ATTN_UNSUPPORTED) return 3;
     if (rc != ATTN_OK) return snprintf(why, len, "fwd_config returned %d", rc), 1;
@@ -218,7 +186,7 @@ attn_case_verdict run_config(int i, void *ctx, int *stop_child) {
     }
     char err[1024];
     if (tu->problems_group != gi) { /* the group's two problems and their references, once */
-        problem_free(&tu->tail_p), problem_free(&tu->causal_p);
+        attn_gpu_problem_free(&tu->tail_p), attn_gpu_problem_free(&tu->causal_p);
         char seed[128];
         snprintf(seed, sizeof seed, "tune/%s/%s/d%d", tu->a.kernel_name, attn_dtype_name(g->dtype), g->d);
         if (problem_make(tu, &tu->tail_p, g->dtype, g->d, 2, 3, 333, 333, 0, seed, 1, err, sizeof err) ||

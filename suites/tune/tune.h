@@ -10,6 +10,7 @@
 
 #include "attn_abi.h"
 #include "bench_gpu.h"
+#include "gpu_problem.h"
 #include "harness.h"
 #include "reference.h"
 #include "supervise.h"
@@ -34,13 +35,6 @@ typedef struct {
     attn_dtype dtype;
     int d;
 } group;
-
-/* A problem on the GPU: inputs (BSHD, random normal), O, LSE, and its references. */
-typedef struct {
-    attn_fwd_params p;
-    float *g, *r, *lg; /* golden O and LSE, low-precision O */
-    size_t o_elems, rows;
-} problem;
 
 /* What phase 1 and 2 found of one configuration (the work file, read back by phase 3). */
 enum { ST_UNSEEN, ST_GATED, ST_FAILED, ST_CRASHED, ST_PASSED };
@@ -71,7 +65,7 @@ typedef struct {
     cudaStream_t stream;
     struct cudaDeviceProp prop;
     /* phases 1 and 2: the current group's two problems */
-    problem tail_p, causal_p;
+    attn_gpu_problem tail_p, causal_p;
     int problems_group;
     /* phase 3 */
     config_state *states[MAX_LIST * MAX_LIST]; /* [group][configuration] */
@@ -86,10 +80,9 @@ void config_values(const tuner *tu, size_t index, int *values);
 size_t config_index(const tuner *tu, const int *values);
 const char *config_text(const tuner *tu, size_t index, char *buf, size_t len);
 json_t *config_json(const tuner *tu, size_t index);
-void problem_free(problem *x);
-int problem_make(tuner *tu, problem *x, attn_dtype dt, int d, int batch, int heads, int sq, int sk, int causal,
-                 const char *seed_name, int refs, char *err, size_t errlen);
-int check_config(tuner *tu, problem *x, const int *values, char *why, size_t len);
+int problem_make(tuner *tu, attn_gpu_problem *x, attn_dtype dt, int d, int batch, int heads, int sq, int sk,
+                 int causal, const char *seed_name, int refs, char *err, size_t errlen);
+int check_config(tuner *tu, attn_gpu_problem *x, const int *values, char *why, size_t len);
 void work_line(const tuner *tu, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int child_init(void *ctx);
 attn_case_verdict run_config(int i, void *ctx, int *stop_child);
