@@ -34,6 +34,7 @@
 #include "attn_abi.h"
 #include "bench_gpu.h"
 #include "cudnn_sdpa.h"
+#include "gpu_problem.h"
 #include "gpu_verify.h"
 #include "harness.h"
 #include "reference.h"
@@ -90,97 +91,51 @@ static void describe_keyless(const uint16_t *ho, attn_dtype dt, const attn_strid
                  sq - sk - 1, zeros, nans, untouched, other, other_max);
 }
 
-/* One case: its parameters, buffers and plan, so each step below takes one argument and
- * free_case releases whatever the steps got to. */
+/* One case: its parameters, problem (harness/gpu_problem.h), host copies and plan, so each
+ * step below takes one argument and free_case releases whatever the steps got to. */
 typedef struct {
     probe *pr;
     attn_dtype dt;
     int d, causal, sq, sk;
     char name[160], why[4096], line[256];
     char note[4096]; /* plan_create's note on the graph form it chose */
-    attn_strides stq, stk;
-    size_t nq, nk, ng; /* elements of Q/O, K/V, and the float32 golden output */
-    uint16_t *hq, *hk, *hv, *ho;
+    attn_gpu_problem x; /* BSHD, no LSE; x.p is cuDNN's problem, x.g the golden O */
+    attn_strides stq;   /* O's strides (Q's) */
+    size_t nq, ng;      /* elements of O, and of the float32 golden output */
+    uint16_t *ho;
     float *hg;
-    void *dq, *dk, *dv, *dout;
-    float *dg;
-    attn_fwd_params p;
     attn_cudnn_plan *plan;
     cudaEvent_t ev0, ev1;
 } probe_case;
 
-static int alloc_host(probe_case *pc) {
-    pc->stq = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, pc->sq, pc->d);
-    pc->stk = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, pc->sk, pc->d);
-    pc->nq = (size_t)pc->stq.extent, pc->nk = (size_t)pc->stk.extent;
-    pc->ng = (size_t)BATCH * HEADS * pc->sq * pc->d;
-    pc->hq = calloc(pc->nq, 2), pc->hk = calloc(pc->nk, 2), pc->hv = calloc(pc->nk, 2), pc->ho = calloc(pc->nq, 2);
-    pc->hg = calloc(pc->ng, sizeof(float));
-    if (!pc->hq || !pc->hk || !pc->hv || !pc->ho || !pc->hg) {
+/* Q, K, V: normal random numbers from the seed of the case's name, built on the GPU; O
+ * filled with the sentinel ("untouched"); host room for O and G. */
+static int make_problem(probe_case *pc) {
+    attn_problem_desc d = attn_problem_dense(pc->dt, BATCH, HEADS, pc->sq, pc->sk, pc->d, pc->causal, pc->name);
+    d.with_lse = 0;
+    if (attn_gpu_problem_build(&pc->x, &d, pc->pr->stream, pc->why, sizeof pc->why)) {
+        printf("%s  %s\n", pc->line, pc->why);
+        pc->pr->n_fail++;
+        return -1;
+    }
+    pc->stq = pc->x.st[ATTN_T_O];
+    pc->nq = (size_t)pc->stq.extent, pc->ng = pc->x.o_elems;
+    pc->ho = calloc(pc->nq, 2), pc->hg = calloc(pc->ng, sizeof(float));
+    if (!pc->ho || !pc->hg) {
         printf("%s  host out of memory\n", pc->line);
         pc->pr->n_fail++;
         return -1;
     }
-    return 0;
-}
-
-/* Q, K, V: normal random numbers from the seed of the case's name */
-static void fill_inputs(probe_case *pc) {
-    attn_rng rng;
-    attn_rng_init(&rng, attn_seed_from_name(pc->name));
-    uint16_t *h16[3] = {pc->hq, pc->hk, pc->hv};
-    for (int t = 0; t < 3; t++) {
-        int seq = t == 0 ? pc->sq : pc->sk;
-        attn_strides *st = t == 0 ? &pc->stq : &pc->stk;
-        for (int b = 0; b < BATCH; b++)
-            for (int h = 0; h < HEADS; h++)
-                for (int s = 0; s < seq; s++)
-                    for (int e = 0; e < pc->d; e++)
-                        h16[t][attn_offset(st, b, h, s, e)] = attn_to_dtype(pc->dt, (float)attn_rng_normal(&rng));
-    }
-}
-
-static int upload_inputs(probe_case *pc) {
-    size_t nq = pc->nq, nk = pc->nk;
-    CUDA_OR(fail, cudaMalloc(&pc->dq, nq * 2));
-    CUDA_OR(fail, cudaMalloc(&pc->dk, nk * 2));
-    CUDA_OR(fail, cudaMalloc(&pc->dv, nk * 2));
-    CUDA_OR(fail, cudaMalloc(&pc->dout, nq * 2));
-    CUDA_OR(fail, cudaMalloc((void **)&pc->dg, pc->ng * sizeof(float)));
-    CUDA_OR(fail, cudaMemcpy(pc->dq, pc->hq, nq * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(fail, cudaMemcpy(pc->dk, pc->hk, nk * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(fail, cudaMemcpy(pc->dv, pc->hv, nk * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(fail, cudaMemset(pc->dout, O_SENTINEL_BYTE, nq * 2));
+    CUDA_OR(fail, cudaMemsetAsync(attn_gpu_problem_data(&pc->x, ATTN_T_O), O_SENTINEL_BYTE, pc->nq * 2,
+                                  pc->pr->stream));
     return 0;
 fail:
     return -1;
 }
 
-static void set_params(probe_case *pc) {
-    attn_fwd_params *p = &pc->p;
-    const attn_strides *stq = &pc->stq, *stk = &pc->stk;
-    attn_params_clear(p, HEADS);
-    p->dtype = pc->dt;
-    p->batch = BATCH;
-    p->seqlen_q = pc->sq;
-    p->seqlen_k = pc->sk;
-    p->head_dim = pc->d;
-    p->causal = pc->causal;
-    p->softmax_scale = (float)(1.0 / sqrt((double)pc->d));
-    p->q = pc->dq;
-    p->k = pc->dk;
-    p->v = pc->dv;
-    p->o = pc->dout;
-    p->lse = NULL;
-    p->q_batch_stride = stq->batch, p->q_head_stride = stq->head, p->q_row_stride = stq->row;
-    p->k_batch_stride = stk->batch, p->k_head_stride = stk->head, p->k_row_stride = stk->row;
-    p->v_batch_stride = stk->batch, p->v_head_stride = stk->head, p->v_row_stride = stk->row;
-    p->o_batch_stride = stq->batch, p->o_head_stride = stq->head, p->o_row_stride = stq->row;
-}
-
 /* A refusal is counted as refused, not failed: cuDNN may not support every case. */
 static int create_plan(probe_case *pc) {
-    int rc = attn_cudnn_plan_create(pc->pr->cudnn, &pc->p, &pc->plan, pc->why, sizeof pc->why);
+    int rc = attn_cudnn_plan_create(pc->pr->cudnn, &pc->x.p, &pc->plan, pc->why, sizeof pc->why);
     if (rc) {
         if (pc->pr->full_refusals++ < 2 || strlen(pc->why) <= 600)
             printf("%s  %s: %s\n", pc->line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", pc->why);
@@ -197,19 +152,19 @@ static int create_plan(probe_case *pc) {
 /* The run that is checked: cuDNN, then the golden reference on the same stream; O and G
  * copied back to the host. */
 static int run_checked(probe_case *pc) {
-    if (attn_cudnn_plan_run(pc->plan, &pc->p, pc->pr->stream, pc->why, sizeof pc->why)) {
+    if (attn_cudnn_plan_run(pc->plan, &pc->x.p, pc->pr->stream, pc->why, sizeof pc->why)) {
         printf("%s  %-15s RUN FAILED: %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
         pc->pr->n_fail++;
         return -1;
     }
-    if (attn_ref_forward(pc->pr->ref, &pc->p, ATTN_REF_GOLDEN, pc->dg, NULL, pc->pr->stream, pc->why, sizeof pc->why)) {
+    if (attn_gpu_problem_references(&pc->x, pc->pr->ref, pc->pr->stream, pc->why, sizeof pc->why)) {
         printf("%s  reference failed: %s\n", pc->line, pc->why);
         pc->pr->n_fail++;
         return -1;
     }
     CUDA_OR(fail, cudaStreamSynchronize(pc->pr->stream));
-    CUDA_OR(fail, cudaMemcpy(pc->ho, pc->dout, pc->nq * 2, cudaMemcpyDeviceToHost));
-    CUDA_OR(fail, cudaMemcpy(pc->hg, pc->dg, pc->ng * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OR(fail, cudaMemcpy(pc->ho, attn_gpu_problem_data(&pc->x, ATTN_T_O), pc->nq * 2, cudaMemcpyDeviceToHost));
+    CUDA_OR(fail, cudaMemcpy(pc->hg, pc->x.g, pc->ng * sizeof(float), cudaMemcpyDeviceToHost));
     return 0;
 fail:
     return -1;
@@ -219,14 +174,14 @@ fail:
 static int time_runs(probe_case *pc, float *ms) {
     CUDA_OR(fail, cudaEventCreate(&pc->ev0));
     CUDA_OR(fail, cudaEventCreate(&pc->ev1));
-    if (attn_cudnn_plan_run(pc->plan, &pc->p, pc->pr->stream, pc->why, sizeof pc->why)) {
+    if (attn_cudnn_plan_run(pc->plan, &pc->x.p, pc->pr->stream, pc->why, sizeof pc->why)) {
         printf("%s  %-15s RUN FAILED (second run): %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
         pc->pr->n_fail++;
         return -1;
     }
     CUDA_OR(fail, cudaEventRecord(pc->ev0, pc->pr->stream));
     for (int i = 0; i < TIMED_RUNS; i++)
-        if (attn_cudnn_plan_run(pc->plan, &pc->p, pc->pr->stream, pc->why, sizeof pc->why)) {
+        if (attn_cudnn_plan_run(pc->plan, &pc->x.p, pc->pr->stream, pc->why, sizeof pc->why)) {
             printf("%s  %-15s RUN FAILED (timed run): %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
             pc->pr->n_fail++;
             return -1;
@@ -280,14 +235,7 @@ static void free_case(probe_case *pc) {
     if (pc->ev0) cudaEventDestroy(pc->ev0);
     if (pc->ev1) cudaEventDestroy(pc->ev1);
     attn_cudnn_plan_destroy(pc->plan);
-    cudaFree(pc->dq);
-    cudaFree(pc->dk);
-    cudaFree(pc->dv);
-    cudaFree(pc->dout);
-    cudaFree(pc->dg);
-    free(pc->hq);
-    free(pc->hk);
-    free(pc->hv);
+    attn_gpu_problem_free(&pc->x);
     free(pc->ho);
     free(pc->hg);
 }
@@ -300,13 +248,7 @@ static void run_case(probe *pr, attn_dtype dt, int d, int causal, int sq, int sk
              causal ? "causal" : "full", sq, sk, label ? " " : "", label ? label : "");
     float ms = 0;
     /* each step prints and counts its own failure; the rest of the case is skipped */
-    if (!alloc_host(&pc)) {
-        fill_inputs(&pc);
-        if (!upload_inputs(&pc)) {
-            set_params(&pc);
-            if (!create_plan(&pc) && !run_checked(&pc) && !time_runs(&pc, &ms)) verdict(&pc, ms);
-        }
-    }
+    if (!make_problem(&pc) && !create_plan(&pc) && !run_checked(&pc) && !time_runs(&pc, &ms)) verdict(&pc, ms);
     free_case(&pc);
     fflush(stdout);
 }
@@ -316,12 +258,12 @@ static void run_case(probe *pr, attn_dtype dt, int d, int causal, int sq, int sk
 /* What one timed shape needs, for the enqueue callback. */
 typedef struct {
     attn_cudnn_plan *plan;
-    attn_fwd_params p;
+    attn_gpu_problem x; /* x.p is cuDNN's problem */
 } timed_case;
 
 static int run_timed(void *ctx, cudaStream_t s, char *err, size_t errlen) {
     timed_case *tc = ctx;
-    return attn_cudnn_plan_run(tc->plan, &tc->p, s, err, errlen);
+    return attn_cudnn_plan_run(tc->plan, &tc->x.p, s, err, errlen);
 }
 
 static void time_usage(const char *why) {
@@ -340,76 +282,50 @@ static int time_positive(const char *opt, const char *s) {
     return (int)v;
 }
 
-/* BSHD inputs as attn_benchmark makes them (batch = tokens / S, heads = hidden / D). 0, or
- * 2 with the reason printed. */
-static int time_inputs(probe *pr, attn_fwd_params *p, attn_dtype dt, int d, int causal, int s, int tokens, int hidden,
-                       const char *name) {
-    attn_params_clear(p, hidden / d);
-    p->dtype = dt, p->batch = tokens / s > 0 ? tokens / s : 1;
-    p->seqlen_q = p->seqlen_k = s, p->head_dim = d, p->causal = causal;
-    p->softmax_scale = (float)(1.0 / sqrt((double)d));
-    size_t n = (size_t)p->batch * s * p->heads * d;
-    void *buf[4] = {NULL, NULL, NULL, NULL};
-    for (int t = 0; t < 4; t++)
-        if (cudaMalloc(&buf[t], n * 2) != cudaSuccess) {
-            printf("ERROR: cudaMalloc of %zu bytes failed\n", n * 2);
-            return 2;
-        }
-    uint64_t seed = attn_seed_from_name(name);
-    for (int t = 0; t < 3; t++)
-        if (attn_fill_normal(buf[t], dt, n, seed + t, 1.0f, pr->stream) != cudaSuccess) {
-            printf("ERROR: attn_fill_normal failed\n");
-            return 2;
-        }
-    p->q = buf[0], p->k = buf[1], p->v = buf[2], p->o = buf[3];
-    attn_strides st = attn_make_strides(ATTN_LAYOUT_BSHD, p->batch, p->heads, s, d);
-    p->q_batch_stride = p->k_batch_stride = p->v_batch_stride = p->o_batch_stride = st.batch;
-    p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = st.head;
-    p->q_row_stride = p->k_row_stride = p->v_row_stride = p->o_row_stride = st.row;
+/* BSHD inputs as attn_benchmark makes them (batch = tokens / S, heads = hidden / D, no LSE),
+ * built on the GPU (harness/gpu_problem.h). 0, or 2 with the reason printed. */
+static int time_inputs(probe *pr, attn_gpu_problem *x, attn_dtype dt, int d, int causal, int s, int tokens,
+                       int hidden, const char *name) {
+    attn_problem_desc desc = attn_problem_dense(dt, tokens / s > 0 ? tokens / s : 1, hidden / d, s, s, d, causal, name);
+    desc.with_lse = 0;
+    char why[2048];
+    if (attn_gpu_problem_build(x, &desc, pr->stream, why, sizeof why)) {
+        printf("ERROR: %s\n", why);
+        return 2;
+    }
     return 0;
 }
 
 /* The verdict rule on O against the golden and low-precision references, as attn_benchmark
  * checks a baseline before timing it. 0 when right; else 1 with the reason printed. */
 static int time_verify(probe *pr, timed_case *tc, const attn_tolerance *tol) {
-    attn_fwd_params *p = &tc->p;
-    size_t n = (size_t)p->batch * p->heads * p->seqlen_q * p->head_dim;
-    float *dG = NULL, *dR = NULL;
+    const attn_fwd_params *p = &tc->x.p;
     char why[2048];
-    int bad = 1;
-    if (cudaMalloc((void **)&dG, n * 4) != cudaSuccess || cudaMalloc((void **)&dR, n * 4) != cudaSuccess) {
-        printf("ERROR: cudaMalloc of 2 x %zu bytes for the reference failed\n", n * 4);
-        goto done;
-    }
-    if (attn_ref_forward(pr->ref, p, ATTN_REF_GOLDEN, dG, NULL, pr->stream, why, sizeof why) ||
-        attn_ref_forward(pr->ref, p, ATTN_REF_LOWP, dR, NULL, pr->stream, why, sizeof why)) {
+    if (attn_gpu_problem_references(&tc->x, pr->ref, pr->stream, why, sizeof why)) {
         printf("ERROR: reference: %s\n", why);
-        goto done;
+        return 1;
     }
-    if (cudaMemsetAsync(p->o, 0xff, n * 2, pr->stream) != cudaSuccess || run_timed(tc, pr->stream, why, sizeof why)) {
+    if (attn_gpu_problem_poison_outputs(&tc->x, pr->stream, why, sizeof why) ||
+        run_timed(tc, pr->stream, why, sizeof why)) {
         printf("ERROR: the cuDNN run to verify failed: %s\n", why);
-        goto done;
+        return 1;
     }
     attn_output_stats st;
-    cudaError_t e = attn_output_stats_gpu(p, dG, dR, &st, pr->stream);
+    cudaError_t e = attn_output_stats_gpu(p, tc->x.g, tc->x.r, &st, pr->stream);
     if (e != cudaSuccess) {
         printf("ERROR: verifying on the GPU: %s\n", cudaGetErrorString(e));
-        goto done;
+        return 1;
     }
     attn_output_verdict v;
     attn_output_decide(&st, p->dtype, tol, &v);
     if (v.rule != ATTN_RULE_PASS) {
         printf("FAIL: cuDNN's output fails the verdict rule: %s: max|O-G| %.3g (bound %.3g), mean|O-G| %.3g "
                "(bound %.3g)\n", attn_rule_name(v.rule), v.max_err, v.max_bound, v.mean_err, v.mean_bound);
-        goto done;
+        return 1;
     }
     printf("verified: max|O-G| %.3g (bound %.3g), mean|O-G| %.3g (bound %.3g)\n", v.max_err, v.max_bound,
            v.mean_err, v.mean_bound);
-    bad = 0;
-done:
-    cudaFree(dG);
-    cudaFree(dR);
-    return bad;
+    return 0;
 }
 
 /* Times the planned case with attn_benchmark's rules and prints the "RESULT {json}" line.
@@ -506,11 +422,11 @@ static int time_main(probe *pr, int argc, char **argv) {
         printf("ERROR: cudaStreamCreate failed\n");
         return 2;
     }
-    timed_case tc = {NULL, {0}};
-    int rc = time_inputs(pr, &tc.p, dt, d, causal, s, tokens, hidden, name);
+    timed_case tc = {0};
+    int rc = time_inputs(pr, &tc.x, dt, d, causal, s, tokens, hidden, name);
     if (rc) return rc;
-    printf("%s: batch %d, heads %d, BSHD\n", name, tc.p.batch, tc.p.heads);
-    rc = attn_cudnn_plan_create_ex(pr->cudnn, &tc.p, NULL, pr->stream, &tc.plan, why, sizeof why);
+    printf("%s: batch %d, heads %d, BSHD\n", name, tc.x.p.batch, tc.x.p.heads);
+    rc = attn_cudnn_plan_create_ex(pr->cudnn, &tc.x.p, NULL, pr->stream, &tc.plan, why, sizeof why);
     if (rc) {
         printf("%s: %s\n", rc == ATTN_UNSUPPORTED ? "NOT SUPPORTED" : "ERROR", why);
         return rc == ATTN_UNSUPPORTED ? ATTN_EXIT_SKIP : 1;
@@ -525,6 +441,7 @@ static int time_main(probe *pr, int argc, char **argv) {
 
     if (measure_and_print(pr, &tc, name, &info, &lib)) return 1;
     attn_cudnn_plan_destroy(tc.plan);
+    attn_gpu_problem_free(&tc.x);
     attn_ref_destroy(pr->ref);
     attn_cudnn_close(pr->cudnn);
     return 0;
