@@ -104,10 +104,13 @@ void bench_parse_args(bench *bm, int argc, char **argv) {
     if (bm->workload <= ATTN_WORKLOAD_CAUSAL) usage("--workload: expected decode, varlen or window");
     if (bm->seqlen || bm->tokens || bm->hidden || !bm->heads || !bm->heads_k || bm->heads % bm->heads_k)
         usage("a workload takes --heads and --heads-k (dividing it), not --seqlen, --tokens or --hidden");
-    if ((bm->workload == ATTN_WORKLOAD_VARLEN) != (sequences != NULL) || (bm->workload == ATTN_WORKLOAD_VARLEN) == (shape != NULL))
+    const int varlen = bm->workload == ATTN_WORKLOAD_VARLEN;
+    if (varlen != (sequences != NULL) || varlen == (shape != NULL))
         usage("varlen takes --sequences; decode and window take --shape QxK");
-    if ((bm->workload == ATTN_WORKLOAD_DECODE) != (bm->page_size > 0)) usage("decode, and only decode, takes --page-size");
-    if ((bm->workload == ATTN_WORKLOAD_WINDOW) != (window != NULL)) usage("window, and only window, takes --window L:R");
+    if ((bm->workload == ATTN_WORKLOAD_DECODE) != (bm->page_size > 0))
+        usage("decode, and only decode, takes --page-size");
+    if ((bm->workload == ATTN_WORKLOAD_WINDOW) != (window != NULL))
+        usage("window, and only window, takes --window L:R");
     if (window && (sscanf(window, "%d:%d", &bm->window_left, &bm->window_right) != 2 || bm->window_left < -1 ||
                    bm->window_right < -1 || (bm->window_left < 0 && bm->window_right < 0)))
         usage("--window: expected L:R, each -1 (unbounded) or >= 0, not both -1");

@@ -55,7 +55,8 @@ int bench_begin_fragment(bench *bm) {
         json_object_set_new(bm->doc, "window", json_pack("[i,i]", bm->window_left, bm->window_right));
         json_object_set_new(bm->doc, "page_size", json_integer(bm->page_size));
         json_t *lens = json_array();
-        for (int b = 0; b < bm->nseq; b++) json_array_append_new(lens, json_pack("[i,i]", bm->lens_q[b], bm->lens_k[b]));
+        for (int b = 0; b < bm->nseq; b++)
+            json_array_append_new(lens, json_pack("[i,i]", bm->lens_q[b], bm->lens_k[b]));
         json_object_set_new(bm->doc, "sequences", lens);
     }
     bm->phases = json_object();
@@ -80,12 +81,14 @@ void bench_load_thresholds(bench *bm) {
     fclose(probe);
     if (attn_thresholds_load(bm->tpath, &bm->th, err, sizeof err)) bench_finish(bm, "fail", 2, "%s", err);
     if (strcmp(bm->th.gpu_name, bm->prop.name))
-        bench_finish(bm, "fail", 2, "%s: [gpu] name '%s' is not this GPU ('%s')", bm->tpath, bm->th.gpu_name, bm->prop.name);
+        bench_finish(bm, "fail", 2, "%s: [gpu] name '%s' is not this GPU ('%s')", bm->tpath, bm->th.gpu_name,
+                     bm->prop.name);
     bm->judge_as = getenv("ATTN_THRESHOLDS_KERNEL");
     if (!bm->judge_as || !*bm->judge_as) bm->judge_as = bm->kernel_name;
     /* no class: measured and recorded all the same (so that minimums can be set from the
      * figures: scripts/set_thresholds.py), but skipped, never passed */
-    bm->cls = attn_thresholds_find(&bm->th, bm->judge_as, bm->dtype, bm->head_dim, bm->workload, bm->seqlen, bm->seqlen_q);
+    bm->cls = attn_thresholds_find(&bm->th, bm->judge_as, bm->dtype, bm->head_dim, bm->workload, bm->seqlen,
+                                   bm->seqlen_q);
 }
 
 /* The problem's description: the dense matrix BSHD; the window workload a dense problem too

@@ -86,7 +86,8 @@ struct figures bench_compute_figures(const bench *bm) {
     f.flops = 4.0 * bm->batch * bm->heads * (double)bm->seqlen * bm->seqlen * bm->head_dim * (bm->causal ? 0.5 : 1.0);
     f.bytes = 4.0 * bm->n * 2; /* Q, K, V read once, O written once */
     if (bm->workload > ATTN_WORKLOAD_CAUSAL) count_workload(bm, &f.flops, &f.bytes);
-    f.peak = (bm->dtype == ATTN_BF16 ? bm->th.bf16_tflops : bm->th.fp16_tflops) * 1e12, f.bw = bm->th.bandwidth_gbs * 1e9;
+    f.peak = (bm->dtype == ATTN_BF16 ? bm->th.bf16_tflops : bm->th.fp16_tflops) * 1e12;
+    f.bw = bm->th.bandwidth_gbs * 1e9;
     f.floor_s = fmax(f.flops / f.peak, f.bytes / f.bw);
     f.t = tk->median_ms * 1e-3;
     f.roofline = f.floor_s / f.t, f.roofline_hi = f.floor_s / (tk->ci_lo_ms * 1e-3);
@@ -115,7 +116,8 @@ void bench_print_figures(const bench *bm, const struct figures *f) {
         printf("  baseline (cuBLAS + softmax) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", tr->median_ms, f->sp_ref,
                f->sp_ref_lo, f->sp_ref_hi);
     else
-        printf("  baseline (cuBLAS + softmax): none for the %s workload (version-1 problems only)\n", bm->workload_name);
+        printf("  baseline (cuBLAS + softmax): none for the %s workload (version-1 problems only)\n",
+               bm->workload_name);
     if (bm->measured_by[0]) printf("  baselines timed by %s in this run\n", bm->measured_by);
     if (bm->have_cudnn) {
         const json_t *e = bm->cudnn_engine;
@@ -146,7 +148,8 @@ void bench_record_figures(bench *bm, const struct figures *f) {
     json_object_set_new(bm->doc, "tflops", json_real(f->flops / f->t * 1e-12));
     json_object_set_new(bm->doc, "gbs", json_real(f->bytes / f->t * 1e-9));
     json_object_set_new(bm->doc, "roofline_efficiency", json_real(f->roofline));
-    json_object_set_new(bm->doc, "roofline_bound", json_string(f->flops / f->peak > f->bytes / f->bw ? "compute" : "memory"));
+    json_object_set_new(bm->doc, "roofline_bound",
+                        json_string(f->flops / f->peak > f->bytes / f->bw ? "compute" : "memory"));
     json_t *base = json_object();
     if (bm->have_reference)
         json_object_set_new(base, "reference", json_pack("{s:o, s:f, s:[f,f]}", "timing", attn_timing_json(&bm->tr),
@@ -216,7 +219,8 @@ void bench_judge(bench *bm, const struct figures *f) {
                            cls->section, "min_roofline", cls->min_roofline);
     json_object_set_new(jt, "min_speedup_reference",
                         isnan(cls->min_speedup_reference) ? json_null() : json_real(cls->min_speedup_reference));
-    json_object_set_new(jt, "min_speedup_cudnn", isnan(cls->min_speedup_cudnn) ? json_null() : json_real(cls->min_speedup_cudnn));
+    json_object_set_new(jt, "min_speedup_cudnn",
+                        isnan(cls->min_speedup_cudnn) ? json_null() : json_real(cls->min_speedup_cudnn));
     json_object_set_new(bm->doc, "thresholds", jt);
 
     /* the verdict: fail only when confidently below a minimum (the optimistic end of the
@@ -232,7 +236,9 @@ void bench_judge(bench *bm, const struct figures *f) {
     if (f->roofline_hi < cls->min_roofline)
         fl += snprintf(fails + fl, sizeof fails - fl, "roofline efficiency %.1f%% (CI up to %.1f%%) < minimum %.1f%%; ",
                        100 * f->roofline, 100 * f->roofline_hi, 100 * cls->min_roofline);
-    if (fl) bench_finish(bm, "fail", 1, "%s(thresholds %s [%s], judged as %s)", fails, bm->tpath, cls->section, bm->judge_as);
+    if (fl)
+        bench_finish(bm, "fail", 1, "%s(thresholds %s [%s], judged as %s)", fails, bm->tpath, cls->section,
+                     bm->judge_as);
     char cud[64] = "n/a", ref[64] = "n/a";
     if (bm->have_cudnn) snprintf(cud, sizeof cud, "%.2fx", f->sp_cud);
     if (bm->have_reference) snprintf(ref, sizeof ref, "%.2fx", f->sp_ref);

@@ -139,7 +139,8 @@ static void store_baselines(const bench *bm, const char *path) {
  * timed. */
 void bench_verify_kernel(bench *bm) {
     char err[2048];
-    if (attn_kernel_lacks(bm->kernel, &bm->prob.p, err, sizeof err)) bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "%s", err);
+    if (attn_kernel_lacks(bm->kernel, &bm->prob.p, err, sizeof err))
+        bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "%s", err);
     int rc = bm->kernel->fwd(&bm->prob.p, bm->stream);
     if (rc == ATTN_UNSUPPORTED)
         bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "kernel '%s' returned ATTN_UNSUPPORTED", bm->kernel_name);
@@ -194,7 +195,8 @@ static void time_cudnn(bench *bm) {
         bm->cudnn_version = lib.version;
         snprintf(bm->cudnn_lib, sizeof bm->cudnn_lib, "%s", lib.path[0] ? lib.path : lib.requested);
     }
-    if (cudnn && attn_cudnn_plan_create_ex(cudnn, &bm->prob.p, NULL, bm->stream, &plan, bm->cudnn_why, sizeof bm->cudnn_why) == 0) {
+    if (cudnn && attn_cudnn_plan_create_ex(cudnn, &bm->prob.p, NULL, bm->stream, &plan, bm->cudnn_why,
+                                           sizeof bm->cudnn_why) == 0) {
         char why[1024];
         cudnn_run run = {plan, &bm->prob.p};
         bench_phase_done(bm, "cudnn_plan");

@@ -112,7 +112,8 @@ static int gate(const tuner *tu, const group *g, size_t index, const char **name
     attn_config_facts f;
     *regs = -1, *spill = -1;
     if (tu->tuning->facts(v, g->dtype, g->d, &f) != ATTN_OK)
-        return *name = "no_path", snprintf(detail, len, "no tunable path for %s d%d", attn_dtype_name(g->dtype), g->d), 1;
+        return *name = "no_path",
+               snprintf(detail, len, "no tunable path for %s d%d", attn_dtype_name(g->dtype), g->d), 1;
     if (f.rule[0]) return *name = "rule", snprintf(detail, len, "%s", f.rule), 1;
     if (f.threads < 1 || f.threads > tu->prop.maxThreadsPerBlock)
         return *name = "threads", snprintf(detail, len, "%d threads per block; %d allowed", f.threads,
@@ -130,7 +131,8 @@ static int gate(const tuner *tu, const group *g, size_t index, const char **name
     /* resident blocks per SM: shared memory (with the per-block reserve), threads, registers
      * (per warp, allocated in units of 256) */
     const int warps = (f.threads + 31) / 32;
-    int by_smem = (int)(tu->prop.sharedMemPerMultiprocessor / ((size_t)f.shared_bytes + tu->prop.reservedSharedMemPerBlock));
+    const struct cudaDeviceProp *prop = &tu->prop;
+    int by_smem = (int)(prop->sharedMemPerMultiprocessor / ((size_t)f.shared_bytes + prop->reservedSharedMemPerBlock));
     int by_threads = tu->prop.maxThreadsPerMultiProcessor / f.threads;
     int by_regs = tu->prop.regsPerMultiprocessor / (warps * ((f.regs_estimate * 32 + 255) / 256 * 256));
     int blocks = by_smem < by_threads ? by_smem : by_threads;

@@ -43,7 +43,9 @@ static int read_work(tuner *tu, char *err, size_t errlen) {
         case 'X': c->state = ST_CRASHED, snprintf(c->gate, sizeof c->gate, "correctness"),
                   snprintf(c->detail, sizeof c->detail, "crashed or hung (a fault, a broken CUDA context or the "
                            "case timeout): %s", rest); break;
-        default: fclose(f); return snprintf(err, errlen, "%.900s:%d: unknown line kind '%c'", tu->work_path, lineno, kind), 1;
+        default:
+            fclose(f);
+            return snprintf(err, errlen, "%.900s:%d: unknown line kind '%c'", tu->work_path, lineno, kind), 1;
         }
     }
     fclose(f);
@@ -79,15 +81,16 @@ static json_t *group_json(const tuner *tu, int gi) {
     char cfg[256];
     for (size_t i = 0; i < tu->space_size; i++)
         if (tu->states[gi][i].state == ST_FAILED || tu->states[gi][i].state == ST_CRASHED)
-            printf("  %s: rejected by correctness: %s\n", config_text(tu, i, cfg, sizeof cfg), tu->states[gi][i].detail);
+            printf("  %s: rejected by correctness: %s\n", config_text(tu, i, cfg, sizeof cfg),
+                   tu->states[gi][i].detail);
     return json_pack("{s:s, s:i, s:o, s:o}", "dtype", attn_dtype_name(g->dtype), "head_dim", g->d, "gates", counts,
                      "configs", configs);
 }
 
 /* Writes <tuned-dir>/<slug>.tuned.txt whole (tmp + rename): the header, the GPU, the other
  * kernels' lines as they were, then this run's. 0, or 1 with err. */
-static int write_tuned(const tuner *tu, const char *slug, const attn_run_stamp *st, const char *results_file, char **lines, int n,
-                       char *err, size_t errlen) {
+static int write_tuned(const tuner *tu, const char *slug, const attn_run_stamp *st, const char *results_file,
+                       char **lines, int n,                       char *err, size_t errlen) {
     char path[1100], tmp[1200];
     snprintf(path, sizeof path, "%s/%s.tuned.txt", tu->a.tuned_dir, slug);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -130,13 +133,15 @@ attn_case_verdict run_search(int i, void *ctx, int *stop_child) {
     char err[1024];
     const double t0 = attn_wall_s();
     if (read_work(tu, err, sizeof err)) return printf("FAILED: %s\n", err), ATTN_CASE_FAILED;
-    if (attn_timer_create(&tu->timer, tu->stream, err, sizeof err)) return printf("FAILED: timer: %s\n", err), ATTN_CASE_FAILED;
+    if (attn_timer_create(&tu->timer, tu->stream, err, sizeof err))
+        return printf("FAILED: timer: %s\n", err), ATTN_CASE_FAILED;
     attn_run_stamp st;
     attn_run_stamp_now(tu->a.source_dir, &st);
     json_t *tun = json_array();
     for (int t = 0; t < tu->space.n; t++) {
         json_t *vals = json_array();
-        for (int k = 0; k < tu->tuning->tunables[t].count; k++) json_array_append_new(vals, json_integer(tu->tuning->tunables[t].values[k]));
+        const attn_tunable *tv = &tu->tuning->tunables[t];
+        for (int k = 0; k < tv->count; k++) json_array_append_new(vals, json_integer(tv->values[k]));
         json_array_append_new(tun, json_pack("{s:s, s:o}", "name", tu->tuning->tunables[t].name, "values", vals));
     }
     json_t *gj = json_array();
@@ -164,7 +169,8 @@ attn_case_verdict run_search(int i, void *ctx, int *stop_child) {
                             tu->a.kernel_name, "run", "commit", st.commit, "dirty", st.dirty, "date", st.stamp, "gpu",
                             tu->prop.name, "tunables", tun, "groups", gj, "classes", cj, "search_s", attn_wall_s() - t0,
                             "exhaustive_max", tu->a.exhaustive_max, "trials", tu->a.trials);
-    int rc = attn_mkdirs(dir, err, sizeof err) || attn_json_write_new(doc, dir, stem, out_path, sizeof out_path, err, sizeof err);
+    int rc = attn_mkdirs(dir, err, sizeof err) ||
+             attn_json_write_new(doc, dir, stem, out_path, sizeof out_path, err, sizeof err);
     if (!rc) printf("\nresults: %s\n", out_path);
     if (!rc) rc = write_tuned(tu, slug, &st, out_path, lines, n_lines, err, sizeof err);
     if (rc) printf("FAILED: %s\n", err);
