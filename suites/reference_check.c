@@ -22,14 +22,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpu_problem.h"
 #include "harness.h"
 #include "oracle.h"
 #include "reference.h"
 #include "verdict.h"
-
-static attn_dtype dtype;
-static int head_dim;
-static attn_reference *ref;
 
 enum { BATCH = 2, HEADS = 3 }; /* the oracle shapes' batch and heads */
 /* (batch, heads, layout) for the baseline: heads batched, batches batched, (b, h) flattened */
@@ -44,18 +41,20 @@ enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
         ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));        \
     } while (0)
 
-/* One oracle case: its shape, the host inputs in the dtype (through the layout's strides) and
- * widened to float (BHSD, the oracle's input), the oracle's, the GPU reference's and the
- * baseline's outputs, and their device copies. It lives in `current` so that the checked
- * teardown can free it after a failed assertion (CK_NOFORK: the test longjmps out). Fields
- * keep the names the checks used to print. */
 /* The version-2 features of a case (attn_abi.h); {heads, d, -1, -1, 0} is a version-1 case. */
 typedef struct {
     int heads_k, dv, window_left, window_right;
     double softcap;
 } features;
 
+/* One oracle case: its shape, its problem on the GPU (harness/gpu_problem.h: inputs, O, the
+ * references), the inputs copied to the host in the dtype (through the layout's strides) and
+ * widened to float (BHSD, the oracle's input), the oracle's, the GPU reference's and the
+ * baseline's outputs. It lives in the run's `current` so that the checked teardown can free
+ * it after a failed assertion (CK_NOFORK: the test longjmps out). Fields keep the names the
+ * checks used to print. */
 struct oracle_case {
+    attn_dtype dtype;
     int sq, sk, causal, batch, heads, d;
     features f;
     int baseline; /* a version-1 case: the baseline (which takes only those) is checked too */
@@ -64,53 +63,45 @@ struct oracle_case {
     size_t nq, nk, nv, no, rows;
     char name[128];
     double scale, vmax; /* softmax scale; max|V|, for the low-precision bound */
+    attn_gpu_problem x;
     uint16_t *hq, *hk, *hv, *bo;
     float *fq, *fk, *fv; /* BHSD */
     double *xo, *xl;
     float *go, *ro, *gl;
-    void *dq, *dk, *dv, *dbo;
-    float *dgo, *dro, *dgl;
 };
-static struct oracle_case current;
 
-/* Frees whatever c holds (NULL pointers are skipped, so a second call, or the teardown after a
- * passing case, makes no CUDA call) and zeroes it. The baseline's O goes first, as it did
- * when it was freed right after its check. */
+/* The run: the command line's dtype and head dim, the reference, the case being checked. */
+typedef struct {
+    attn_dtype dtype;
+    int head_dim;
+    attn_reference *ref;
+    struct oracle_case current;
+} ref_check;
+
+/* Check's test functions and fixtures take no argument: main's context reaches them through
+ * this one pointer, set once before the run. */
+static ref_check *the_run;
+
+/* Frees whatever c holds (the problem only when it was built, so that a second call, or the
+ * teardown after a passing case, makes no CUDA call) and zeroes it. */
 static void free_case(struct oracle_case *c) {
-    void *dev[] = {c->dbo, c->dq, c->dk, c->dv, c->dgo, c->dro, c->dgl};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        if (dev[i]) cudaFree(dev[i]);
+    if (c->x.buf[ATTN_T_Q]) attn_gpu_problem_free(&c->x);
     free(c->bo);
     free(c->hq), free(c->hk), free(c->hv), free(c->fq), free(c->fk), free(c->fv), free(c->xo), free(c->xl);
     free(c->go), free(c->ro), free(c->gl);
     memset(c, 0, sizeof *c);
 }
 
-static void teardown(void) { free_case(&current); }
+static void teardown(void) { free_case(&the_run->current); }
 
-/* The shape, its sizes and name, and the host buffers. */
-static void case_init(struct oracle_case *c, int sq, int sk, int causal, int batch, int heads,
-                      attn_layout layout, features f) {
+/* The shape and its name. */
+static void case_init(const ref_check *rc, struct oracle_case *c, int sq, int sk, int causal, int batch,
+                      int heads, attn_layout layout, features f) {
     memset(c, 0, sizeof *c);
-    int d = head_dim;
+    const attn_dtype dtype = c->dtype = rc->dtype;
+    int d = rc->head_dim;
     c->sq = sq, c->sk = sk, c->causal = causal, c->batch = batch, c->heads = heads, c->d = d, c->f = f;
     c->layout = layout;
-    c->stq = attn_make_strides(layout, batch, heads, sq, d);
-    c->stk = attn_make_strides(layout, batch, f.heads_k, sk, d);
-    c->stv = attn_make_strides(layout, batch, f.heads_k, sk, f.dv);
-    c->sto = attn_make_strides(layout, batch, heads, sq, f.dv);
-    size_t nq = (size_t)c->stq.extent, nk = (size_t)c->stk.extent, nv = (size_t)c->stv.extent;
-    size_t no = (size_t)batch * heads * sq * f.dv, rows = (size_t)batch * heads * sq;
-    c->nq = nq, c->nk = nk, c->nv = nv, c->no = no, c->rows = rows;
-    uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nv * 2);
-    float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nv * 4); /* BHSD */
-    double *xo = malloc(no * 8), *xl = malloc(rows * 8);
-    float *go = malloc(no * 4), *ro = malloc(no * 4), *gl = malloc(rows * 4);
-    /* into c before the assertion, so that the teardown frees those that were allocated */
-    c->hq = hq, c->hk = hk, c->hv = hv, c->fq = fq, c->fk = fk, c->fv = fv;
-    c->xo = xo, c->xl = xl, c->go = go, c->ro = ro, c->gl = gl;
-    ck_assert(hq && hk && hv && fq && fk && fv && xo && xl && go && ro && gl);
-
     snprintf(c->name, sizeof c->name, "reference/%s/d%d/q%dk%d/%d/b%dh%d/%s", attn_dtype_name(dtype), d, sq, sk,
              causal, batch, heads, attn_layout_name(layout));
     c->baseline = f.heads_k == heads && f.dv == d && f.window_left < 0 && f.window_right < 0 && f.softcap == 0;
@@ -122,12 +113,39 @@ static void case_init(struct oracle_case *c, int sq, int sk, int causal, int bat
     c->scale = 1.0 / sqrt((double)d);
 }
 
-/* Q, K, V from the generator seeded by the case's name: in the dtype through the layout's
- * strides for the GPU, and the same values widened to float (BHSD) for the oracle. */
+/* The problem on the GPU, every tensor in the case's layout, inputs from the seed of the
+ * case's name; its strides and sizes, and the host buffers. */
+static void make_problem(struct oracle_case *c) {
+    attn_problem_desc d = attn_problem_dense(c->dtype, c->batch, c->heads, c->sq, c->sk, c->d, c->causal, c->name);
+    for (int t = 0; t < 4; t++) d.layout[t] = c->layout;
+    d.heads_k = c->f.heads_k, d.head_dim_v = c->f.dv, d.softcap = (float)c->f.softcap;
+    d.window_left = c->f.window_left, d.window_right = c->f.window_right;
+    char err[1024];
+    ck_assert_msg(!attn_gpu_problem_build(&c->x, &d, 0, err, sizeof err), "%s: %s", c->name, err);
+    c->stq = c->x.st[ATTN_T_Q], c->stk = c->x.st[ATTN_T_K], c->stv = c->x.st[ATTN_T_V], c->sto = c->x.st[ATTN_T_O];
+    size_t nq = (size_t)c->stq.extent, nk = (size_t)c->stk.extent, nv = (size_t)c->stv.extent;
+    size_t no = c->x.o_elems, rows = c->x.rows;
+    c->nq = nq, c->nk = nk, c->nv = nv, c->no = no, c->rows = rows;
+    uint16_t *hq = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nv * 2);
+    float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nv * 4); /* BHSD */
+    double *xo = malloc(no * 8), *xl = malloc(rows * 8);
+    float *go = malloc(no * 4), *ro = malloc(no * 4), *gl = malloc(rows * 4);
+    /* into c before the assertion, so that the teardown frees those that were allocated */
+    c->hq = hq, c->hk = hk, c->hv = hv, c->fq = fq, c->fk = fk, c->fv = fv;
+    c->xo = xo, c->xl = xl, c->go = go, c->ro = ro, c->gl = gl;
+    ck_assert(hq && hk && hv && fq && fk && fv && xo && xl && go && ro && gl);
+}
+
+/* Q, K, V as the problem holds them: copied to the host in the dtype through the layout's
+ * strides, and the same values widened to float (BHSD) for the oracle. */
 static void fill_inputs(struct oracle_case *c) {
-    attn_rng rng;
-    attn_rng_init(&rng, attn_seed_from_name(c->name));
-    uint16_t *h16[3] = {c->hq, c->hk, c->hv};
+    const attn_dtype dtype = c->dtype;
+    const size_t nq = c->nq, nk = c->nk, nv = c->nv;
+    uint16_t *hq = c->hq, *hk = c->hk, *hv = c->hv;
+    CK_CUDA(cudaMemcpy(hq, attn_gpu_problem_data(&c->x, ATTN_T_Q), nq * 2, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(hk, attn_gpu_problem_data(&c->x, ATTN_T_K), nk * 2, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(hv, attn_gpu_problem_data(&c->x, ATTN_T_V), nv * 2, cudaMemcpyDeviceToHost));
+    const uint16_t *h16[3] = {hq, hk, hv};
     float *f32[3] = {c->fq, c->fk, c->fv};
     double vmax = 0;
     for (int t = 0; t < 3; t++) {
@@ -138,79 +156,39 @@ static void fill_inputs(struct oracle_case *c) {
             for (int h = 0; h < heads; h++)
                 for (int s = 0; s < seq; s++)
                     for (int e = 0; e < dim; e++) {
-                        uint16_t bits = attn_to_dtype(dtype, (float)attn_rng_normal(&rng));
-                        h16[t][attn_offset(st, b, h, s, e)] = bits;
-                        f32[t][n++] = attn_from_dtype(dtype, bits);
+                        f32[t][n++] = attn_from_dtype(dtype, h16[t][attn_offset(st, b, h, s, e)]);
                         if (t == 2) vmax = fmax(vmax, fabs(f32[t][n - 1]));
                     }
     }
     c->vmax = vmax;
 }
 
-/* Device buffers, and the inputs copied in. Each pointer goes into c as soon as it exists, so
- * that the teardown frees it if a later call fails; the locals keep the names CK_CUDA prints. */
-static void upload_inputs(struct oracle_case *c) {
-    const size_t nq = c->nq, nk = c->nk, nv = c->nv, no = c->no, rows = c->rows;
-    const uint16_t *hq = c->hq, *hk = c->hk, *hv = c->hv;
-    void *dq, *dk, *dv;
-    float *dgo, *dro, *dgl;
-    CK_CUDA(cudaMalloc(&dq, nq * 2));
-    c->dq = dq;
-    CK_CUDA(cudaMalloc(&dk, nk * 2));
-    c->dk = dk;
-    CK_CUDA(cudaMalloc(&dv, nv * 2));
-    c->dv = dv;
-    CK_CUDA(cudaMalloc((void **)&dgo, no * 4));
-    c->dgo = dgo;
-    CK_CUDA(cudaMalloc((void **)&dro, no * 4));
-    c->dro = dro;
-    CK_CUDA(cudaMalloc((void **)&dgl, rows * 4));
-    c->dgl = dgl;
-    CK_CUDA(cudaMemcpy(dq, hq, nq * 2, cudaMemcpyHostToDevice));
-    CK_CUDA(cudaMemcpy(dk, hk, nk * 2, cudaMemcpyHostToDevice));
-    CK_CUDA(cudaMemcpy(dv, hv, nv * 2, cudaMemcpyHostToDevice));
-}
-
-/* The baseline, then the golden and the low-precision reference, each copied back. */
-static void run_gpu(struct oracle_case *c) {
-    const size_t nq = c->nq, no = c->no, rows = c->rows;
-    const attn_strides stq = c->stq, stk = c->stk, stv = c->stv;
-    float *go = c->go, *ro = c->ro, *gl = c->gl, *dgo = c->dgo, *dro = c->dro, *dgl = c->dgl;
-    attn_fwd_params p = {
-        .dtype = dtype, .batch = c->batch, .heads = c->heads, .seqlen_q = c->sq, .seqlen_k = c->sk,
-        .head_dim = c->d, .causal = c->causal, .softmax_scale = (float)c->scale, .q = c->dq, .k = c->dk, .v = c->dv,
-        .q_batch_stride = stq.batch, .q_head_stride = stq.head, .q_row_stride = stq.row,
-        .k_batch_stride = stk.batch, .k_head_stride = stk.head, .k_row_stride = stk.row,
-        .v_batch_stride = stv.batch, .v_head_stride = stv.head, .v_row_stride = stv.row,
-        .heads_k = c->f.heads_k, .window_left = c->f.window_left, .window_right = c->f.window_right,
-        .softcap = (float)c->f.softcap, .head_dim_v = c->f.dv,
-    };
+/* The baseline into the problem's O (NaN-poisoned: every element must be written; the dtype,
+ * through O's strides, which are Q's in a version-1 case), then the golden and the
+ * low-precision reference, each copied back. */
+static void run_gpu(attn_reference *ref, struct oracle_case *c) {
+    const size_t no = c->no, rows = c->rows;
+    float *go = c->go, *ro = c->ro, *gl = c->gl;
     char err[1024];
     if (c->baseline) {
-        /* the baseline first, into O (the dtype, through Q's strides) */
-        void *dbo;
+        const size_t nq = c->nq;
         uint16_t *bo = malloc(nq * 2);
         c->bo = bo;
         ck_assert(bo);
-        CK_CUDA(cudaMalloc(&dbo, nq * 2));
-        c->dbo = dbo;
-        CK_CUDA(cudaMemset(dbo, 0xff, nq * 2)); /* NaN-poisoned: every element must be written */
-        p.o = dbo, p.o_batch_stride = stq.batch, p.o_head_stride = stq.head, p.o_row_stride = stq.row;
-        ck_assert_msg(!attn_ref_baseline(ref, &p, 0, err, sizeof err), "%s", err);
+        ck_assert_msg(!attn_ref_baseline(ref, &c->x.p, 0, err, sizeof err), "%s", err);
         CK_CUDA(cudaDeviceSynchronize());
-        CK_CUDA(cudaMemcpy(bo, dbo, nq * 2, cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpy(bo, attn_gpu_problem_data(&c->x, ATTN_T_O), nq * 2, cudaMemcpyDeviceToHost));
     }
-    ck_assert_msg(!attn_ref_forward(ref, &p, ATTN_REF_GOLDEN, dgo, dgl, 0, err, sizeof err), "%s", err);
-    ck_assert_msg(!attn_ref_forward(ref, &p, ATTN_REF_LOWP, dro, NULL, 0, err, sizeof err), "%s", err);
-    CK_CUDA(cudaDeviceSynchronize());
-    CK_CUDA(cudaMemcpy(go, dgo, no * 4, cudaMemcpyDeviceToHost));
-    CK_CUDA(cudaMemcpy(ro, dro, no * 4, cudaMemcpyDeviceToHost));
-    CK_CUDA(cudaMemcpy(gl, dgl, rows * 4, cudaMemcpyDeviceToHost));
+    ck_assert_msg(!attn_gpu_problem_references(&c->x, ref, 0, err, sizeof err), "%s", err);
+    CK_CUDA(cudaMemcpy(go, c->x.g, no * 4, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(ro, c->x.r, no * 4, cudaMemcpyDeviceToHost));
+    CK_CUDA(cudaMemcpy(gl, c->x.lg, rows * 4, cudaMemcpyDeviceToHost));
 }
 
 /* Golden and low-precision O against the oracle (and exact zeros where a row sees no key).
  * Returns the low-precision bound, which the baseline is held to as well. */
 static double check_o(const struct oracle_case *c) {
+    const attn_dtype dtype = c->dtype;
     const float *go = c->go, *ro = c->ro;
     const double *xo = c->xo, *xl = c->xl;
     double xmax = 0, gerr = 0, rerr = 0;
@@ -237,6 +215,7 @@ static double check_o(const struct oracle_case *c) {
 
 /* The baseline's O (the dtype, through Q's strides) against the oracle's BHSD O. */
 static void check_baseline_o(const struct oracle_case *c, double rbound) {
+    const attn_dtype dtype = c->dtype;
     double berr = 0;
     size_t bworst = 0;
     float bval = 0;
@@ -268,9 +247,11 @@ static void check_lse(const struct oracle_case *c) {
     }
 }
 
-static void check_case(int sq, int sk, int causal, int batch, int heads, attn_layout layout, features f) {
-    struct oracle_case *c = &current;
-    case_init(c, sq, sk, causal, batch, heads, layout, f);
+static void check_case(ref_check *rc, int sq, int sk, int causal, int batch, int heads, attn_layout layout,
+                       features f) {
+    struct oracle_case *c = &rc->current;
+    case_init(rc, c, sq, sk, causal, batch, heads, layout, f);
+    make_problem(c);
     fill_inputs(c);
     /* every sequence at full length (varying lengths: next to come) */
     enum { MAX_BATCH = 8 };
@@ -283,33 +264,32 @@ static void check_case(int sq, int sk, int causal, int batch, int heads, attn_la
                               .softcap = (double)(float)f.softcap, .seqlen_q = sqs, .seqlen_k = sks,
                               .max_seqlen_q = sq, .max_seqlen_k = sk};
     attn_oracle_forward(&pr, c->fq, c->fk, c->fv, c->xo, c->xl);
-    upload_inputs(c);
-    run_gpu(c);
+    run_gpu(rc->ref, c);
     double rbound = check_o(c);
     if (c->baseline) check_baseline_o(c, rbound);
     check_lse(c);
     free_case(c);
 }
 
-static void check_shape(int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
-    features v1 = {heads, head_dim, -1, -1, 0};
-    check_case(sq, sk, causal, batch, heads, layout, v1);
+static void check_shape(ref_check *rc, int sq, int sk, int causal, int batch, int heads, attn_layout layout) {
+    features v1 = {heads, rc->head_dim, -1, -1, 0};
+    check_case(rc, sq, sk, causal, batch, heads, layout, v1);
 }
 
-START_TEST(full) { check_shape(shapes[_i][0], shapes[_i][1], 0, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
+START_TEST(full) { check_shape(the_run, shapes[_i][0], shapes[_i][1], 0, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
 END_TEST
-START_TEST(causal) { check_shape(shapes[_i][0], shapes[_i][1], 1, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
+START_TEST(causal) { check_shape(the_run, shapes[_i][0], shapes[_i][1], 1, BATCH, HEADS, ATTN_LAYOUT_BSHD); }
 END_TEST
 /* each way the baseline batches its GEMMs, on a tail shape, causal with S_q > S_k */
 START_TEST(baseline_batching) {
     const int *c = baseline_cases[_i];
-    check_shape(17, 17, 0, c[0], c[1], (attn_layout)c[2]);
-    check_shape(130, 70, 1, c[0], c[1], (attn_layout)c[2]);
+    check_shape(the_run, 17, 17, 0, c[0], c[1], (attn_layout)c[2]);
+    check_shape(the_run, 130, 70, 1, c[0], c[1], (attn_layout)c[2]);
 }
 END_TEST
 
 /* each version-2 feature alone, then together, on tails with S_q != S_k (heads 4) */
-static features feature_case(int i) {
+static features feature_case(int head_dim, int i) {
     const features all[] = {
         {2, 0, -1, -1, 0},  {1, 0, -1, -1, 0}, /* grouped KV heads: 2 per KV head, all to one */
         {4, 0, 16, -1, 0},  {4, 0, -1, 5, 0},  {4, 0, 3, 5, 0}, {4, 0, 0, 0, 0}, /* windows */
@@ -324,16 +304,18 @@ static features feature_case(int i) {
 enum { N_FEATURE_CASES = 11 };
 
 START_TEST(version2_features) {
-    features f = feature_case(_i);
-    check_case(70, 130, 0, BATCH, 4, ATTN_LAYOUT_BSHD, f);
-    check_case(130, 70, 0, BATCH, 4, ATTN_LAYOUT_BHSD, f);
-    if (f.window_right <= 0) check_case(130, 70, 1, BATCH, 4, ATTN_LAYOUT_BSHD, f); /* causal: right bound 0 */
+    features f = feature_case(the_run->head_dim, _i);
+    check_case(the_run, 70, 130, 0, BATCH, 4, ATTN_LAYOUT_BSHD, f);
+    check_case(the_run, 130, 70, 0, BATCH, 4, ATTN_LAYOUT_BHSD, f);
+    if (f.window_right <= 0) check_case(the_run, 130, 70, 1, BATCH, 4, ATTN_LAYOUT_BSHD, f); /* causal: right bound 0 */
 }
 END_TEST
 
 int main(int argc, char **argv) {
-    if (argc != 5 || strcmp(argv[1], "--dtype") || attn_dtype_parse(argv[2], &dtype) ||
-        strcmp(argv[3], "--head-dim") || (head_dim = atoi(argv[4])) <= 0) {
+    ref_check run = {0};
+    the_run = &run;
+    if (argc != 5 || strcmp(argv[1], "--dtype") || attn_dtype_parse(argv[2], &run.dtype) ||
+        strcmp(argv[3], "--head-dim") || (run.head_dim = atoi(argv[4])) <= 0) {
         fprintf(stderr, "usage: %s --dtype fp16|bf16 --head-dim D\n", argv[0]);
         return 2;
     }
@@ -342,7 +324,7 @@ int main(int argc, char **argv) {
         printf("SKIPPED: %s\n", err);
         return ATTN_EXIT_SKIP;
     }
-    if (attn_ref_create(&ref, err, sizeof err)) {
+    if (attn_ref_create(&run.ref, err, sizeof err)) {
         printf("FAILED: cannot create the reference: %s\n", err);
         return 1;
     }
@@ -359,6 +341,6 @@ int main(int argc, char **argv) {
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    attn_ref_destroy(ref);
+    attn_ref_destroy(run.ref);
     return failed ? 1 : 0;
 }

@@ -22,26 +22,27 @@
 enum { N = 8192 };
 static const size_t COPY_BYTES = (size_t)2 << 30;
 
-static struct {
+/* What the timed calls work on: main owns it, the calls get it as their context. */
+typedef struct {
     cublasHandle_t blas;
     void *a, *b, *c, *src, *dst;
     cudaDataType_t type;
-} g;
+} buffers;
 
 static int run_gemm(void *ctx, cudaStream_t s, char *err, size_t errlen) {
-    (void)ctx;
+    const buffers *g = ctx;
     const float one = 1, zero = 0;
-    cublasSetStream(g.blas, s);
-    cublasStatus_t st = cublasGemmEx(g.blas, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, g.a, g.type, N,
-                                     g.b, g.type, N, &zero, g.c, g.type, N, CUBLAS_COMPUTE_32F,
+    cublasSetStream(g->blas, s);
+    cublasStatus_t st = cublasGemmEx(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, g->a, g->type, N,
+                                     g->b, g->type, N, &zero, g->c, g->type, N, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) snprintf(err, errlen, "cublasGemmEx: %s", cublasGetStatusString(st));
     return st != CUBLAS_STATUS_SUCCESS;
 }
 
 static int run_copy(void *ctx, cudaStream_t s, char *err, size_t errlen) {
-    (void)ctx;
-    cudaError_t e = cudaMemcpyAsync(g.dst, g.src, COPY_BYTES, cudaMemcpyDeviceToDevice, s);
+    const buffers *g = ctx;
+    cudaError_t e = cudaMemcpyAsync(g->dst, g->src, COPY_BYTES, cudaMemcpyDeviceToDevice, s);
     if (e != cudaSuccess) snprintf(err, errlen, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
     return e != cudaSuccess;
 }
@@ -53,15 +54,15 @@ struct peaks {
 };
 
 /* Times the cuBLAS GEMM once per dtype on random (never zero) inputs, printing each. */
-static int measure_gemms(attn_timer *timer, cudaStream_t stream, const attn_timing_rules *rules,
+static int measure_gemms(buffers *g, attn_timer *timer, cudaStream_t stream, const attn_timing_rules *rules,
                          struct peaks *pk, char *err, size_t errlen) {
     for (int d = 0; d < 2; d++) {
-        g.type = d ? CUDA_R_16BF : CUDA_R_16F;
+        g->type = d ? CUDA_R_16BF : CUDA_R_16F;
         attn_dtype dt = d ? ATTN_BF16 : ATTN_F16;
-        attn_fill_normal(g.a, dt, (size_t)N * N, 1, 1.0f, stream); /* random, never zeros */
-        attn_fill_normal(g.b, dt, (size_t)N * N, 2, 1.0f, stream);
+        attn_fill_normal(g->a, dt, (size_t)N * N, 1, 1.0f, stream); /* random, never zeros */
+        attn_fill_normal(g->b, dt, (size_t)N * N, 2, 1.0f, stream);
         attn_timing t;
-        if (attn_measure(timer, run_gemm, NULL, rules, &t, err, errlen)) {
+        if (attn_measure(timer, run_gemm, g, rules, &t, err, errlen)) {
             fprintf(stderr, "attn_calibrate: %s\n", err);
             return 1;
         }
@@ -74,11 +75,11 @@ static int measure_gemms(attn_timer *timer, cudaStream_t stream, const attn_timi
 }
 
 /* Times the device-to-device copy, printing it. */
-static int measure_copy(attn_timer *timer, cudaStream_t stream, const attn_timing_rules *rules,
+static int measure_copy(buffers *g, attn_timer *timer, cudaStream_t stream, const attn_timing_rules *rules,
                         struct peaks *pk, char *err, size_t errlen) {
-    attn_fill_normal(g.src, ATTN_F16, COPY_BYTES / 2, 3, 1.0f, stream);
+    attn_fill_normal(g->src, ATTN_F16, COPY_BYTES / 2, 3, 1.0f, stream);
     attn_timing t;
-    if (attn_measure(timer, run_copy, NULL, rules, &t, err, errlen)) {
+    if (attn_measure(timer, run_copy, g, rules, &t, err, errlen)) {
         fprintf(stderr, "attn_calibrate: %s\n", err);
         return 1;
     }
@@ -150,6 +151,7 @@ int main(int argc, char **argv) {
     /* The stream, timer, handle and buffers live until the process exits, on every path. */
     cudaStream_t stream;
     attn_timer *timer;
+    buffers g = {0};
     snprintf(err, sizeof err, "cudaStreamCreate or cublasCreate failed");
     if (cudaStreamCreate(&stream) != cudaSuccess || attn_timer_create(&timer, stream, err, sizeof err) ||
         cublasCreate(&g.blas) != CUBLAS_STATUS_SUCCESS) {
@@ -164,8 +166,8 @@ int main(int argc, char **argv) {
     }
     attn_timing_rules rules = {10, 0.5, 0.005, 5.0, 0.75, 0};
     struct peaks pk;
-    if (measure_gemms(timer, stream, &rules, &pk, err, sizeof err) ||
-        measure_copy(timer, stream, &rules, &pk, err, sizeof err))
+    if (measure_gemms(&g, timer, stream, &rules, &pk, err, sizeof err) ||
+        measure_copy(&g, timer, stream, &rules, &pk, err, sizeof err))
         return 1;
     if (write_dir && write_thresholds(write_dir, force, prop.name, &pk)) return 1;
     return 0;

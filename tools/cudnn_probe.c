@@ -34,6 +34,7 @@
 #include "attn_abi.h"
 #include "bench_gpu.h"
 #include "cudnn_sdpa.h"
+#include "gpu_problem.h"
 #include "gpu_verify.h"
 #include "harness.h"
 #include "reference.h"
@@ -43,17 +44,21 @@
 enum { BATCH = 2, HEADS = 3, TIMED_RUNS = 20 };
 #define O_SENTINEL_BYTE 0x5A /* O is filled with 0x5A5A before each run: "untouched" */
 
-static attn_cudnn *cudnn;
-static attn_reference *ref;
-static cudaStream_t stream;
-static int n_fail, n_pass, n_refused;
+/* The probe's run: what every case uses, and the counts. main owns it. */
+typedef struct {
+    attn_cudnn *cudnn;
+    attn_reference *ref;
+    cudaStream_t stream;
+    int n_fail, n_pass, n_refused;
+    int full_refusals, full_notes; /* refusals and notes printed in full so far */
+} probe;
 
 #define CUDA_OR(label, call)                                                              \
     do {                                                                                  \
         cudaError_t e_ = (call);                                                          \
         if (e_ != cudaSuccess) {                                                          \
             printf("  CUDA error: %s: %s\n", #call, cudaGetErrorString(e_));              \
-            n_fail++;                                                                     \
+            pc->pr->n_fail++;                                                             \
             goto label;                                                                   \
         }                                                                                 \
     } while (0)
@@ -86,104 +91,58 @@ static void describe_keyless(const uint16_t *ho, attn_dtype dt, const attn_strid
                  sq - sk - 1, zeros, nans, untouched, other, other_max);
 }
 
-/* One case: its parameters, buffers and plan, so each step below takes one argument and
- * free_case releases whatever the steps got to. */
+/* One case: its parameters, problem (harness/gpu_problem.h), host copies and plan, so each
+ * step below takes one argument and free_case releases whatever the steps got to. */
 typedef struct {
+    probe *pr;
     attn_dtype dt;
     int d, causal, sq, sk;
     char name[160], why[4096], line[256];
     char note[4096]; /* plan_create's note on the graph form it chose */
-    attn_strides stq, stk;
-    size_t nq, nk, ng; /* elements of Q/O, K/V, and the float32 golden output */
-    uint16_t *hq, *hk, *hv, *ho;
+    attn_gpu_problem x; /* BSHD, no LSE; x.p is cuDNN's problem, x.g the golden O */
+    attn_strides stq;   /* O's strides (Q's) */
+    size_t nq, ng;      /* elements of O, and of the float32 golden output */
+    uint16_t *ho;
     float *hg;
-    void *dq, *dk, *dv, *dout;
-    float *dg;
-    attn_fwd_params p;
     attn_cudnn_plan *plan;
     cudaEvent_t ev0, ev1;
 } probe_case;
 
-static int alloc_host(probe_case *pc) {
-    pc->stq = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, pc->sq, pc->d);
-    pc->stk = attn_make_strides(ATTN_LAYOUT_BSHD, BATCH, HEADS, pc->sk, pc->d);
-    pc->nq = (size_t)pc->stq.extent, pc->nk = (size_t)pc->stk.extent;
-    pc->ng = (size_t)BATCH * HEADS * pc->sq * pc->d;
-    pc->hq = calloc(pc->nq, 2), pc->hk = calloc(pc->nk, 2), pc->hv = calloc(pc->nk, 2), pc->ho = calloc(pc->nq, 2);
-    pc->hg = calloc(pc->ng, sizeof(float));
-    if (!pc->hq || !pc->hk || !pc->hv || !pc->ho || !pc->hg) {
-        printf("%s  host out of memory\n", pc->line);
-        n_fail++;
+/* Q, K, V: normal random numbers from the seed of the case's name, built on the GPU; O
+ * filled with the sentinel ("untouched"); host room for O and G. */
+static int make_problem(probe_case *pc) {
+    attn_problem_desc d = attn_problem_dense(pc->dt, BATCH, HEADS, pc->sq, pc->sk, pc->d, pc->causal, pc->name);
+    d.with_lse = 0;
+    if (attn_gpu_problem_build(&pc->x, &d, pc->pr->stream, pc->why, sizeof pc->why)) {
+        printf("%s  %s\n", pc->line, pc->why);
+        pc->pr->n_fail++;
         return -1;
     }
-    return 0;
-}
-
-/* Q, K, V: normal random numbers from the seed of the case's name */
-static void fill_inputs(probe_case *pc) {
-    attn_rng rng;
-    attn_rng_init(&rng, attn_seed_from_name(pc->name));
-    uint16_t *h16[3] = {pc->hq, pc->hk, pc->hv};
-    for (int t = 0; t < 3; t++) {
-        int seq = t == 0 ? pc->sq : pc->sk;
-        attn_strides *st = t == 0 ? &pc->stq : &pc->stk;
-        for (int b = 0; b < BATCH; b++)
-            for (int h = 0; h < HEADS; h++)
-                for (int s = 0; s < seq; s++)
-                    for (int e = 0; e < pc->d; e++)
-                        h16[t][attn_offset(st, b, h, s, e)] = attn_to_dtype(pc->dt, (float)attn_rng_normal(&rng));
+    pc->stq = pc->x.st[ATTN_T_O];
+    pc->nq = (size_t)pc->stq.extent, pc->ng = pc->x.o_elems;
+    pc->ho = calloc(pc->nq, 2), pc->hg = calloc(pc->ng, sizeof(float));
+    if (!pc->ho || !pc->hg) {
+        printf("%s  host out of memory\n", pc->line);
+        pc->pr->n_fail++;
+        return -1;
     }
-}
-
-static int upload_inputs(probe_case *pc) {
-    size_t nq = pc->nq, nk = pc->nk;
-    CUDA_OR(fail, cudaMalloc(&pc->dq, nq * 2));
-    CUDA_OR(fail, cudaMalloc(&pc->dk, nk * 2));
-    CUDA_OR(fail, cudaMalloc(&pc->dv, nk * 2));
-    CUDA_OR(fail, cudaMalloc(&pc->dout, nq * 2));
-    CUDA_OR(fail, cudaMalloc((void **)&pc->dg, pc->ng * sizeof(float)));
-    CUDA_OR(fail, cudaMemcpy(pc->dq, pc->hq, nq * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(fail, cudaMemcpy(pc->dk, pc->hk, nk * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(fail, cudaMemcpy(pc->dv, pc->hv, nk * 2, cudaMemcpyHostToDevice));
-    CUDA_OR(fail, cudaMemset(pc->dout, O_SENTINEL_BYTE, nq * 2));
+    CUDA_OR(fail, cudaMemsetAsync(attn_gpu_problem_data(&pc->x, ATTN_T_O), O_SENTINEL_BYTE, pc->nq * 2,
+                                  pc->pr->stream));
     return 0;
 fail:
     return -1;
 }
 
-static void set_params(probe_case *pc) {
-    attn_fwd_params *p = &pc->p;
-    const attn_strides *stq = &pc->stq, *stk = &pc->stk;
-    attn_params_clear(p, HEADS);
-    p->dtype = pc->dt;
-    p->batch = BATCH;
-    p->seqlen_q = pc->sq;
-    p->seqlen_k = pc->sk;
-    p->head_dim = pc->d;
-    p->causal = pc->causal;
-    p->softmax_scale = (float)(1.0 / sqrt((double)pc->d));
-    p->q = pc->dq;
-    p->k = pc->dk;
-    p->v = pc->dv;
-    p->o = pc->dout;
-    p->lse = NULL;
-    p->q_batch_stride = stq->batch, p->q_head_stride = stq->head, p->q_row_stride = stq->row;
-    p->k_batch_stride = stk->batch, p->k_head_stride = stk->head, p->k_row_stride = stk->row;
-    p->v_batch_stride = stk->batch, p->v_head_stride = stk->head, p->v_row_stride = stk->row;
-    p->o_batch_stride = stq->batch, p->o_head_stride = stq->head, p->o_row_stride = stq->row;
-}
-
 /* A refusal is counted as refused, not failed: cuDNN may not support every case. */
 static int create_plan(probe_case *pc) {
-    int rc = attn_cudnn_plan_create(cudnn, &pc->p, &pc->plan, pc->why, sizeof pc->why);
+    int rc = attn_cudnn_plan_create(pc->pr->cudnn, &pc->x.p, &pc->plan, pc->why, sizeof pc->why);
     if (rc) {
-        static int full_refusals = 0;
-        if (full_refusals++ < 2 || strlen(pc->why) <= 600)
+        if (pc->pr->full_refusals++ < 2 || strlen(pc->why) <= 600)
             printf("%s  %s: %s\n", pc->line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", pc->why);
         else
             printf("%s  %s: %.600s ...\n", pc->line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", pc->why);
-        if (rc == ATTN_UNSUPPORTED) n_refused++;
-        else n_fail++;
+        if (rc == ATTN_UNSUPPORTED) pc->pr->n_refused++;
+        else pc->pr->n_fail++;
         return -1;
     }
     snprintf(pc->note, sizeof pc->note, "%s", pc->why);
@@ -193,19 +152,19 @@ static int create_plan(probe_case *pc) {
 /* The run that is checked: cuDNN, then the golden reference on the same stream; O and G
  * copied back to the host. */
 static int run_checked(probe_case *pc) {
-    if (attn_cudnn_plan_run(pc->plan, &pc->p, stream, pc->why, sizeof pc->why)) {
+    if (attn_cudnn_plan_run(pc->plan, &pc->x.p, pc->pr->stream, pc->why, sizeof pc->why)) {
         printf("%s  %-15s RUN FAILED: %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
-        n_fail++;
+        pc->pr->n_fail++;
         return -1;
     }
-    if (attn_ref_forward(ref, &pc->p, ATTN_REF_GOLDEN, pc->dg, NULL, stream, pc->why, sizeof pc->why)) {
+    if (attn_gpu_problem_references(&pc->x, pc->pr->ref, pc->pr->stream, pc->why, sizeof pc->why)) {
         printf("%s  reference failed: %s\n", pc->line, pc->why);
-        n_fail++;
+        pc->pr->n_fail++;
         return -1;
     }
-    CUDA_OR(fail, cudaStreamSynchronize(stream));
-    CUDA_OR(fail, cudaMemcpy(pc->ho, pc->dout, pc->nq * 2, cudaMemcpyDeviceToHost));
-    CUDA_OR(fail, cudaMemcpy(pc->hg, pc->dg, pc->ng * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OR(fail, cudaStreamSynchronize(pc->pr->stream));
+    CUDA_OR(fail, cudaMemcpy(pc->ho, attn_gpu_problem_data(&pc->x, ATTN_T_O), pc->nq * 2, cudaMemcpyDeviceToHost));
+    CUDA_OR(fail, cudaMemcpy(pc->hg, pc->x.g, pc->ng * sizeof(float), cudaMemcpyDeviceToHost));
     return 0;
 fail:
     return -1;
@@ -215,19 +174,19 @@ fail:
 static int time_runs(probe_case *pc, float *ms) {
     CUDA_OR(fail, cudaEventCreate(&pc->ev0));
     CUDA_OR(fail, cudaEventCreate(&pc->ev1));
-    if (attn_cudnn_plan_run(pc->plan, &pc->p, stream, pc->why, sizeof pc->why)) {
+    if (attn_cudnn_plan_run(pc->plan, &pc->x.p, pc->pr->stream, pc->why, sizeof pc->why)) {
         printf("%s  %-15s RUN FAILED (second run): %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
-        n_fail++;
+        pc->pr->n_fail++;
         return -1;
     }
-    CUDA_OR(fail, cudaEventRecord(pc->ev0, stream));
+    CUDA_OR(fail, cudaEventRecord(pc->ev0, pc->pr->stream));
     for (int i = 0; i < TIMED_RUNS; i++)
-        if (attn_cudnn_plan_run(pc->plan, &pc->p, stream, pc->why, sizeof pc->why)) {
+        if (attn_cudnn_plan_run(pc->plan, &pc->x.p, pc->pr->stream, pc->why, sizeof pc->why)) {
             printf("%s  %-15s RUN FAILED (timed run): %s\n", pc->line, attn_cudnn_plan_kind(pc->plan), pc->why);
-            n_fail++;
+            pc->pr->n_fail++;
             return -1;
         }
-    CUDA_OR(fail, cudaEventRecord(pc->ev1, stream));
+    CUDA_OR(fail, cudaEventRecord(pc->ev1, pc->pr->stream));
     CUDA_OR(fail, cudaEventSynchronize(pc->ev1));
     CUDA_OR(fail, cudaEventElapsedTime(ms, pc->ev0, pc->ev1));
     return 0;
@@ -236,7 +195,7 @@ fail:
 }
 
 /* The case's line: the error against G, PASS/FAIL, the time; then the plan's note. */
-static void verdict(const probe_case *pc, float ms) {
+static void verdict(probe_case *pc, float ms) {
     const int d = pc->d, sq = pc->sq, sk = pc->sk;
     /* compare the rows that see a key */
     double err = 0, gmax = 0;
@@ -265,45 +224,31 @@ static void verdict(const probe_case *pc, float ms) {
            attn_cudnn_plan_kind(pc->plan), errtxt, tol, gmax, pass ? "PASS" : "FAIL",
            1000.0 * ms / TIMED_RUNS, extra[0] ? "  [" : "", extra, extra[0] ? "]" : "");
     if (pc->note[0]) { /* the first note in full, later ones cut (they repeat the same refusals) */
-        static int full_notes = 0;
-        if (full_notes++ == 0 || strlen(pc->note) <= 400) printf("      note: %s\n", pc->note);
+        if (pc->pr->full_notes++ == 0 || strlen(pc->note) <= 400) printf("      note: %s\n", pc->note);
         else printf("      note: %.400s ...\n", pc->note);
     }
-    if (pass) n_pass++;
-    else n_fail++;
+    if (pass) pc->pr->n_pass++;
+    else pc->pr->n_fail++;
 }
 
 static void free_case(probe_case *pc) {
     if (pc->ev0) cudaEventDestroy(pc->ev0);
     if (pc->ev1) cudaEventDestroy(pc->ev1);
     attn_cudnn_plan_destroy(pc->plan);
-    cudaFree(pc->dq);
-    cudaFree(pc->dk);
-    cudaFree(pc->dv);
-    cudaFree(pc->dout);
-    cudaFree(pc->dg);
-    free(pc->hq);
-    free(pc->hk);
-    free(pc->hv);
+    attn_gpu_problem_free(&pc->x);
     free(pc->ho);
     free(pc->hg);
 }
 
-static void run_case(attn_dtype dt, int d, int causal, int sq, int sk, const char *label) {
-    probe_case pc = {.dt = dt, .d = d, .causal = causal, .sq = sq, .sk = sk, .why = ""};
+static void run_case(probe *pr, attn_dtype dt, int d, int causal, int sq, int sk, const char *label) {
+    probe_case pc = {.pr = pr, .dt = dt, .d = d, .causal = causal, .sq = sq, .sk = sk, .why = ""};
     snprintf(pc.name, sizeof pc.name, "cudnn_probe/%s/d%d/%s/q%dk%d", attn_dtype_name(dt), d,
              causal ? "causal" : "full", sq, sk);
     snprintf(pc.line, sizeof pc.line, "%-4s d%-3d %-6s q%-4d k%-4d%s%s", attn_dtype_name(dt), d,
              causal ? "causal" : "full", sq, sk, label ? " " : "", label ? label : "");
     float ms = 0;
     /* each step prints and counts its own failure; the rest of the case is skipped */
-    if (!alloc_host(&pc)) {
-        fill_inputs(&pc);
-        if (!upload_inputs(&pc)) {
-            set_params(&pc);
-            if (!create_plan(&pc) && !run_checked(&pc) && !time_runs(&pc, &ms)) verdict(&pc, ms);
-        }
-    }
+    if (!make_problem(&pc) && !create_plan(&pc) && !run_checked(&pc) && !time_runs(&pc, &ms)) verdict(&pc, ms);
     free_case(&pc);
     fflush(stdout);
 }
@@ -313,12 +258,12 @@ static void run_case(attn_dtype dt, int d, int causal, int sq, int sk, const cha
 /* What one timed shape needs, for the enqueue callback. */
 typedef struct {
     attn_cudnn_plan *plan;
-    attn_fwd_params p;
+    attn_gpu_problem x; /* x.p is cuDNN's problem */
 } timed_case;
 
 static int run_timed(void *ctx, cudaStream_t s, char *err, size_t errlen) {
     timed_case *tc = ctx;
-    return attn_cudnn_plan_run(tc->plan, &tc->p, s, err, errlen);
+    return attn_cudnn_plan_run(tc->plan, &tc->x.p, s, err, errlen);
 }
 
 static void time_usage(const char *why) {
@@ -337,81 +282,55 @@ static int time_positive(const char *opt, const char *s) {
     return (int)v;
 }
 
-/* BSHD inputs as attn_benchmark makes them (batch = tokens / S, heads = hidden / D). 0, or
- * 2 with the reason printed. */
-static int time_inputs(attn_fwd_params *p, attn_dtype dt, int d, int causal, int s, int tokens, int hidden,
-                       const char *name) {
-    attn_params_clear(p, hidden / d);
-    p->dtype = dt, p->batch = tokens / s > 0 ? tokens / s : 1;
-    p->seqlen_q = p->seqlen_k = s, p->head_dim = d, p->causal = causal;
-    p->softmax_scale = (float)(1.0 / sqrt((double)d));
-    size_t n = (size_t)p->batch * s * p->heads * d;
-    void *buf[4] = {NULL, NULL, NULL, NULL};
-    for (int t = 0; t < 4; t++)
-        if (cudaMalloc(&buf[t], n * 2) != cudaSuccess) {
-            printf("ERROR: cudaMalloc of %zu bytes failed\n", n * 2);
-            return 2;
-        }
-    uint64_t seed = attn_seed_from_name(name);
-    for (int t = 0; t < 3; t++)
-        if (attn_fill_normal(buf[t], dt, n, seed + t, 1.0f, stream) != cudaSuccess) {
-            printf("ERROR: attn_fill_normal failed\n");
-            return 2;
-        }
-    p->q = buf[0], p->k = buf[1], p->v = buf[2], p->o = buf[3];
-    attn_strides st = attn_make_strides(ATTN_LAYOUT_BSHD, p->batch, p->heads, s, d);
-    p->q_batch_stride = p->k_batch_stride = p->v_batch_stride = p->o_batch_stride = st.batch;
-    p->q_head_stride = p->k_head_stride = p->v_head_stride = p->o_head_stride = st.head;
-    p->q_row_stride = p->k_row_stride = p->v_row_stride = p->o_row_stride = st.row;
+/* BSHD inputs as attn_benchmark makes them (batch = tokens / S, heads = hidden / D, no LSE),
+ * built on the GPU (harness/gpu_problem.h). 0, or 2 with the reason printed. */
+static int time_inputs(probe *pr, attn_gpu_problem *x, attn_dtype dt, int d, int causal, int s, int tokens,
+                       int hidden, const char *name) {
+    attn_problem_desc desc = attn_problem_dense(dt, tokens / s > 0 ? tokens / s : 1, hidden / d, s, s, d, causal, name);
+    desc.with_lse = 0;
+    char why[2048];
+    if (attn_gpu_problem_build(x, &desc, pr->stream, why, sizeof why)) {
+        printf("ERROR: %s\n", why);
+        return 2;
+    }
     return 0;
 }
 
 /* The verdict rule on O against the golden and low-precision references, as attn_benchmark
  * checks a baseline before timing it. 0 when right; else 1 with the reason printed. */
-static int time_verify(timed_case *tc, const attn_tolerance *tol) {
-    attn_fwd_params *p = &tc->p;
-    size_t n = (size_t)p->batch * p->heads * p->seqlen_q * p->head_dim;
-    float *dG = NULL, *dR = NULL;
+static int time_verify(probe *pr, timed_case *tc, const attn_tolerance *tol) {
+    const attn_fwd_params *p = &tc->x.p;
     char why[2048];
-    int bad = 1;
-    if (cudaMalloc((void **)&dG, n * 4) != cudaSuccess || cudaMalloc((void **)&dR, n * 4) != cudaSuccess) {
-        printf("ERROR: cudaMalloc of 2 x %zu bytes for the reference failed\n", n * 4);
-        goto done;
-    }
-    if (attn_ref_forward(ref, p, ATTN_REF_GOLDEN, dG, NULL, stream, why, sizeof why) ||
-        attn_ref_forward(ref, p, ATTN_REF_LOWP, dR, NULL, stream, why, sizeof why)) {
+    if (attn_gpu_problem_references(&tc->x, pr->ref, pr->stream, why, sizeof why)) {
         printf("ERROR: reference: %s\n", why);
-        goto done;
+        return 1;
     }
-    if (cudaMemsetAsync(p->o, 0xff, n * 2, stream) != cudaSuccess || run_timed(tc, stream, why, sizeof why)) {
+    if (attn_gpu_problem_poison_outputs(&tc->x, pr->stream, why, sizeof why) ||
+        run_timed(tc, pr->stream, why, sizeof why)) {
         printf("ERROR: the cuDNN run to verify failed: %s\n", why);
-        goto done;
+        return 1;
     }
     attn_output_stats st;
-    cudaError_t e = attn_output_stats_gpu(p, dG, dR, &st, stream);
+    cudaError_t e = attn_output_stats_gpu(p, tc->x.g, tc->x.r, &st, pr->stream);
     if (e != cudaSuccess) {
         printf("ERROR: verifying on the GPU: %s\n", cudaGetErrorString(e));
-        goto done;
+        return 1;
     }
     attn_output_verdict v;
     attn_output_decide(&st, p->dtype, tol, &v);
     if (v.rule != ATTN_RULE_PASS) {
         printf("FAIL: cuDNN's output fails the verdict rule: %s: max|O-G| %.3g (bound %.3g), mean|O-G| %.3g "
                "(bound %.3g)\n", attn_rule_name(v.rule), v.max_err, v.max_bound, v.mean_err, v.mean_bound);
-        goto done;
+        return 1;
     }
     printf("verified: max|O-G| %.3g (bound %.3g), mean|O-G| %.3g (bound %.3g)\n", v.max_err, v.max_bound,
            v.mean_err, v.mean_bound);
-    bad = 0;
-done:
-    cudaFree(dG);
-    cudaFree(dR);
-    return bad;
+    return 0;
 }
 
 /* Times the planned case with attn_benchmark's rules and prints the "RESULT {json}" line.
  * 0, or 1 with the reason printed. */
-static int measure_and_print(timed_case *tc, const char *name, const attn_cudnn_plan_info *info,
+static int measure_and_print(probe *pr, timed_case *tc, const char *name, const attn_cudnn_plan_info *info,
                              const attn_cudnn_lib_info *lib) {
     char why[4096];
     attn_timer *timer = NULL;
@@ -419,7 +338,7 @@ static int measure_and_print(timed_case *tc, const char *name, const attn_cudnn_
     const char *tmo = getenv("ATTN_BENCH_TIMEOUT");
     if (tmo && atof(tmo) > 0) rules.timeout_s = atof(tmo);
     attn_timing t;
-    if (attn_timer_create(&timer, stream, why, sizeof why) ||
+    if (attn_timer_create(&timer, pr->stream, why, sizeof why) ||
         attn_measure(timer, run_timed, tc, &rules, &t, why, sizeof why)) {
         printf("ERROR: timing: %s\n", why);
         return 1;
@@ -449,7 +368,7 @@ static int measure_and_print(timed_case *tc, const char *name, const attn_cudnn_
  * prints one line "RESULT {json}" (median_ms, ci_lo_ms, ci_hi_ms, min_ms, samples, noisy,
  * kind, engine, configs_tried, configs_built, tuned, version, library). Exit 0; 77 no GPU,
  * no cuDNN or not supported; 1 wrong output or a failure; 2 bad arguments. */
-static int time_main(int argc, char **argv) {
+static int time_main(probe *pr, int argc, char **argv) {
     static const struct option opts[] = {
         {"time", 0, 0, 'x'}, {"dtype", 1, 0, 't'}, {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},
         {"seqlen", 1, 0, 's'}, {"tokens", 1, 0, 'T'}, {"hidden", 1, 0, 'H'}, {"tolerance", 1, 0, 'o'},
@@ -484,30 +403,30 @@ static int time_main(int argc, char **argv) {
     int causal = !strcmp(mask, "causal");
     snprintf(name, sizeof name, "cudnn_probe/time/%s/d%d/%s/s%d", dtype, d, mask, s);
 
-    if (attn_cudnn_open(&cudnn, why, sizeof why)) {
+    if (attn_cudnn_open(&pr->cudnn, why, sizeof why)) {
         printf("SKIPPED: cuDNN not available: %s\n", why);
         return ATTN_EXIT_SKIP;
     }
     attn_cudnn_lib_info lib;
-    attn_cudnn_get_library(cudnn, &lib);
+    attn_cudnn_get_library(pr->cudnn, &lib);
     printf("cuDNN %ld: %s (%s)\n", lib.version, lib.path[0] ? lib.path : lib.requested, lib.chosen_by);
     if (!attn_gpu_available(why, sizeof why)) {
         printf("SKIPPED: %s\n", why);
         return ATTN_EXIT_SKIP;
     }
-    if (attn_ref_create(&ref, why, sizeof why)) {
+    if (attn_ref_create(&pr->ref, why, sizeof why)) {
         printf("ERROR: reference: %s\n", why);
         return 2;
     }
-    if (cudaStreamCreate(&stream) != cudaSuccess) {
+    if (cudaStreamCreate(&pr->stream) != cudaSuccess) {
         printf("ERROR: cudaStreamCreate failed\n");
         return 2;
     }
-    timed_case tc = {NULL, {0}};
-    int rc = time_inputs(&tc.p, dt, d, causal, s, tokens, hidden, name);
+    timed_case tc = {0};
+    int rc = time_inputs(pr, &tc.x, dt, d, causal, s, tokens, hidden, name);
     if (rc) return rc;
-    printf("%s: batch %d, heads %d, BSHD\n", name, tc.p.batch, tc.p.heads);
-    rc = attn_cudnn_plan_create_ex(cudnn, &tc.p, NULL, stream, &tc.plan, why, sizeof why);
+    printf("%s: batch %d, heads %d, BSHD\n", name, tc.x.p.batch, tc.x.p.heads);
+    rc = attn_cudnn_plan_create_ex(pr->cudnn, &tc.x.p, NULL, pr->stream, &tc.plan, why, sizeof why);
     if (rc) {
         printf("%s: %s\n", rc == ATTN_UNSUPPORTED ? "NOT SUPPORTED" : "ERROR", why);
         return rc == ATTN_UNSUPPORTED ? ATTN_EXIT_SKIP : 1;
@@ -518,42 +437,44 @@ static int time_main(int argc, char **argv) {
            "%.2f s\n", info.kind, info.engine, info.configs_tried, info.configs_built, info.configs_timed,
            info.tuned ? "the fastest kept" : "the first kept", info.heuristics, info.build_s, info.tune_s);
     if (why[0]) printf("note: %s\n", why);
-    if (time_verify(&tc, &tol)) return 1;
+    if (time_verify(pr, &tc, &tol)) return 1;
 
-    if (measure_and_print(&tc, name, &info, &lib)) return 1;
+    if (measure_and_print(pr, &tc, name, &info, &lib)) return 1;
     attn_cudnn_plan_destroy(tc.plan);
-    attn_ref_destroy(ref);
-    attn_cudnn_close(cudnn);
+    attn_gpu_problem_free(&tc.x);
+    attn_ref_destroy(pr->ref);
+    attn_cudnn_close(pr->cudnn);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "--time")) return time_main(argc, argv);
+    probe pr = {0}; /* the run's one context */
+    if (argc > 1 && !strcmp(argv[1], "--time")) return time_main(&pr, argc, argv);
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     char why[2048];
-    if (attn_cudnn_open(&cudnn, why, sizeof why)) {
+    if (attn_cudnn_open(&pr.cudnn, why, sizeof why)) {
         printf("cuDNN not available: %s\n", why);
         return ATTN_EXIT_SKIP;
     }
-    printf("cuDNN %ld (cudnnGetVersion)\n", attn_cudnn_version(cudnn));
+    printf("cuDNN %ld (cudnnGetVersion)\n", attn_cudnn_version(pr.cudnn));
     if (!attn_gpu_available(why, sizeof why)) {
         printf("%s\n", why);
-        attn_cudnn_close(cudnn);
+        attn_cudnn_close(pr.cudnn);
         return ATTN_EXIT_SKIP;
     }
     int dev = 0;
     struct cudaDeviceProp prop;
     if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
         printf("GPU %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
-    if (attn_ref_create(&ref, why, sizeof why)) {
+    if (attn_ref_create(&pr.ref, why, sizeof why)) {
         printf("reference: %s\n", why);
-        attn_cudnn_close(cudnn);
+        attn_cudnn_close(pr.cudnn);
         return 2;
     }
-    if (cudaStreamCreate(&stream) != cudaSuccess) {
+    if (cudaStreamCreate(&pr.stream) != cudaSuccess) {
         printf("cudaStreamCreate failed\n");
-        attn_ref_destroy(ref);
-        attn_cudnn_close(cudnn);
+        attn_ref_destroy(pr.ref);
+        attn_cudnn_close(pr.cudnn);
         return 2;
     }
 
@@ -564,7 +485,7 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 2; t++)
         for (int di = 0; di < 2; di++)
             for (int causal = 0; causal < 2; causal++)
-                for (int s = 0; s < 4; s++) run_case(dts[t], dims[di], causal, seqs[s][0], seqs[s][1], NULL);
+                for (int s = 0; s < 4; s++) run_case(&pr, dts[t], dims[di], causal, seqs[s][0], seqs[s][1], NULL);
 
     if (!quick) {
         printf("-- alternatives: ATTN_CUDNN_GRAPH=composite (non-causal), ATTN_CUDNN_SQ_GT_SK=slice (causal Sq > Sk)\n");
@@ -572,16 +493,16 @@ int main(int argc, char **argv) {
             for (int di = 0; di < 2; di++) {
                 setenv("ATTN_CUDNN_GRAPH", "composite", 1);
                 for (int s = 0; s < 4; s++)
-                    run_case(dts[t], dims[di], 0, seqs[s][0], seqs[s][1], "[composite]");
+                    run_case(&pr, dts[t], dims[di], 0, seqs[s][0], seqs[s][1], "[composite]");
                 unsetenv("ATTN_CUDNN_GRAPH");
                 setenv("ATTN_CUDNN_SQ_GT_SK", "slice", 1);
-                run_case(dts[t], dims[di], 1, 512, 127, "[slice]");
+                run_case(&pr, dts[t], dims[di], 1, 512, 127, "[slice]");
                 unsetenv("ATTN_CUDNN_SQ_GT_SK");
             }
     }
-    printf("%d PASS, %d FAIL, %d refused\n", n_pass, n_fail, n_refused);
-    cudaStreamDestroy(stream);
-    attn_ref_destroy(ref);
-    attn_cudnn_close(cudnn);
-    return n_fail ? 1 : 0;
+    printf("%d PASS, %d FAIL, %d refused\n", pr.n_pass, pr.n_fail, pr.n_refused);
+    cudaStreamDestroy(pr.stream);
+    attn_ref_destroy(pr.ref);
+    attn_cudnn_close(pr.cudnn);
+    return pr.n_fail ? 1 : 0;
 }
