@@ -42,7 +42,7 @@ static void remove_json_files(const char *dir) {
 }
 
 /* The start of a run: no fragment, and no shared baseline timing (DIR/baselines/, see
- * benchmark.c), survives from an earlier run. */
+ * suites/benchmark/), survives from an earlier run. */
 static int reset(const char *dir) {
     char err[512], baselines[1024];
     if (attn_mkdirs(dir, err, sizeof err)) return fprintf(stderr, "attn_results: %s\n", err), 1;
