@@ -7,7 +7,9 @@
 # "<dtype>:<head_dim>:<mask>:<seqlen_q>:<seqlen_k>:<shape name>" where the shape name is
 # s<S> for S_q = S_k = S and q<S_q>k<S_k> otherwise; <prefix>_DTYPES, _DIMS, _MASKS (the axis
 # lists), _SHAPES ("QxK,QxK,..."), and the version-2 axes _HEADS_K, _WINDOWS, _SOFTCAPS,
-# _PAGE_SIZES and _PACKED ("QxK+QxK+..." per 'sequences' line). A malformed file stops the
+# _PAGE_SIZES (every axis of harness/axes.def), _AXIS_OPTIONS (the attn_correctness options of
+# the axes given beyond dtype, head_dim and mask: "--heads-k;8,2;--window;...") and _PACKED
+# ("QxK+QxK+..." per 'sequences' line). A malformed file stops the
 # configure step with "<file>:<line>: <what was expected>"; editing the file re-runs it.
 #
 #   attn_check_names(<var> <group>)
@@ -51,7 +53,7 @@ function(_attn_shapes_program out)
   endif()
   set(r "${_ATTN_SHAPES_ROOT}")
   set(sources "${r}/harness/shapes.c" "${r}/harness/pairwise.c" "${r}/tools/shapes.c")
-  set(inputs ${sources} "${r}/harness/shapes.h" "${r}/harness/pairwise.h" "${r}/harness/checks.def")
+  set(inputs ${sources} "${r}/harness/shapes.h" "${r}/harness/axes.def" "${r}/harness/pairwise.h" "${r}/harness/checks.def")
   set(exe "${CMAKE_BINARY_DIR}/CMakeFiles/attn_shapes/attn_shapes")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${inputs})
   foreach(f IN LISTS inputs)

@@ -13,14 +13,17 @@
 
 #include "pairwise.h"
 
-const char *const attn_shapes_axis_names[ATTN_SHAPES_N_AXES] = {"dtype",  "head_dim", "mask",     "heads_k",
-                                                                "window", "softcap",  "page_size"};
+const attn_axis_info attn_axes[ATTN_SHAPES_N_AXES] = {
+#define ATTN_AXIS(key, NAME, option, cmake, kind, dflt, label, ...) {#key, option, #cmake, kind, dflt, label},
+#include "axes.def"
+#undef ATTN_AXIS
+};
 
-/* The keys given once each (bit i of parser.seen: keys[i]); 'shape' and 'sequences' repeat. */
-enum { K_DTYPE, K_HEAD_DIM, K_MASK, K_BATCH, K_HEADS, K_TOKENS, K_HIDDEN, K_SEQLEN, K_HEADS_K, K_WINDOW,
-       K_SOFTCAP, K_PAGE_SIZE, N_KEYS };
-static const char *const keys[N_KEYS] = {"dtype",  "head_dim", "mask",    "batch",  "heads",   "tokens",
-                                         "hidden", "seqlen",   "heads_k", "window", "softcap", "page_size"};
+/* The keys given once each (bit k of parser.seen: key k): the axes, then the problem's
+ * size and its square shapes; 'shape' and 'sequences' repeat. */
+enum { K_BATCH = ATTN_SHAPES_N_AXES, K_HEADS, K_TOKENS, K_HIDDEN, K_SEQLEN, N_KEYS };
+static const char *const size_keys[N_KEYS - K_BATCH] = {"batch", "heads", "tokens", "hidden", "seqlen"};
+static const char *key_name(int k) { return k < K_BATCH ? attn_axes[k].key : size_keys[k - K_BATCH]; }
 
 enum { MAX_WORDS = 1024 };               /* words on one line */
 static const long long MAX_SIZE = 1LL << 30; /* tokens and hidden: attn_benchmark takes them to 2^30 */
@@ -31,7 +34,7 @@ typedef struct {
     char *err;
     size_t errlen;
     attn_shape_matrix *m;
-    unsigned seen; /* bit per key of keys[] */
+    unsigned seen; /* bit k: key k (key_name) given */
     /* the shapes, kept apart until the end: every seqlen value comes before every shape line */
     int n_seqlen, n_lines;
     attn_shapes_shape seqlen[ATTN_SHAPES_MAX_SHAPES], lines[ATTN_SHAPES_MAX_SHAPES];
@@ -55,11 +58,10 @@ static int all_digits(const char *s, size_t n) {
     return 1;
 }
 
-/* v is 1 to 10 digits, no leading zero, at most max: its value in *out. */
-static int positive_int(const char *v, long long max, long long *out) {
-    size_t n = strlen(v);
-    if (n > 10 || v[0] < '1' || v[0] > '9' || !all_digits(v, n)) return 0;
-    *out = strtoll(v, NULL, 10);
+/* s[0..n) is 1 to 10 digits, no leading zero, at most max: its value in *out. */
+static int positive_int(const char *s, size_t n, long long max, long long *out) {
+    if (n > 10 || s[0] < '1' || s[0] > '9' || !all_digits(s, n)) return 0;
+    *out = strtoll(s, NULL, 10);
     return *out <= max;
 }
 
@@ -67,54 +69,114 @@ static int positive_int(const char *v, long long max, long long *out) {
 static int positive_ints(parser *p, const char *axis, char **v, int n, int *out) {
     long long max = !strcmp(axis, "tokens") || !strcmp(axis, "hidden") ? MAX_SIZE : ATTN_SHAPES_MAX_LEN, x;
     for (int i = 0; i < n; i++) {
-        if (!positive_int(v[i], max, &x))
+        if (!positive_int(v[i], strlen(v[i]), max, &x))
             return fail(p, p->line, "%s: expected positive integers up to %lld, got '%s'", axis, max, v[i]);
         if (out) out[i] = (int)x;
     }
     return 0;
 }
 
+/* ------------------------------------------------------------- the value kinds ---- */
+
+static const char *const DTYPE_WORDS[2] = {"fp16", "bf16"}, *const MASK_WORDS[2] = {"full", "causal"};
+static const char UP_TO[] = "expected positive integers up to 16777216"; /* ATTN_SHAPES_MAX_LEN */
+
+static int word_index(const char *const words[2], const char *s) { return !strcmp(s, words[0]) ? 0 : !strcmp(s, words[1]) ? 1 : -1; }
+
 /* -1 or a bound >= 0 (a window side) */
 static int window_bound(const char *s, size_t n) { return (n == 2 && s[0] == '-' && s[1] == '1') || all_digits(s, n); }
 
-/* Whether value v of key k has its form: the message when not, NULL when it has. */
-static const char *value_error(int k, char *v) {
-    size_t n = strlen(v);
-    char *sep;
-    switch (k) {
-    case K_DTYPE: return strcmp(v, "fp16") && strcmp(v, "bf16") ? "dtype: expected fp16 or bf16" : NULL;
-    case K_MASK: return strcmp(v, "full") && strcmp(v, "causal") ? "mask: expected full or causal" : NULL;
-    case K_WINDOW: /* L:R, each -1 (unbounded) or a bound >= 0 */
-        sep = strchr(v, ':');
-        return sep && window_bound(v, (size_t)(sep - v)) && window_bound(sep + 1, strlen(sep + 1))
-                   ? NULL
-                   : "window: expected L:R, each -1 or a bound >= 0";
-    case K_PAGE_SIZE: /* 0 (K and V packed) or a page size */
-        return all_digits(v, n) ? NULL : "page_size: expected 0 or a page size";
-    case K_SOFTCAP: /* 0 (off) or a cap > 0 */
-        sep = strchr(v, '.');
-        return (sep ? all_digits(v, (size_t)(sep - v)) && all_digits(sep + 1, strlen(sep + 1)) : all_digits(v, n))
-                   ? NULL
-                   : "softcap: expected a number >= 0";
-    default: return NULL;
-    }
+/* D or DxDV, each a positive integer */
+static const char *dims_error(const char *t, const char **bad, int *bad_len) {
+    size_t n = strlen(t);
+    const char *x = strchr(t, 'x');
+    long long d;
+    if (t[0] == 'x' || t[n - 1] == 'x' || (x && strchr(x + 1, 'x'))) return "expected D or DxDV";
+    size_t n1 = x ? (size_t)(x - t) : n;
+    if (!positive_int(t, n1, ATTN_SHAPES_MAX_LEN, &d)) return *bad_len = (int)n1, UP_TO;
+    if (x && !positive_int(x + 1, strlen(x + 1), ATTN_SHAPES_MAX_LEN, &d)) return *bad = x + 1, *bad_len = (int)strlen(x + 1), UP_TO;
+    return NULL;
 }
 
-/* head_dim D, or DxDV (V and O narrower or wider: head_dim_v); each a positive integer. */
-static int head_dims(parser *p, char **v, int n) {
-    for (int i = 0; i < n; i++) {
-        size_t len = strlen(v[i]);
-        char *x = strchr(v[i], 'x');
-        if (v[i][0] == 'x' || v[i][len - 1] == 'x' || (x && strchr(x + 1, 'x')))
-            return fail(p, p->line, "head_dim: expected D or DxDV, got '%s'", v[i]);
-        char *dims[2] = {v[i], x ? x + 1 : NULL};
-        if (x) *x = 0; /* the two dims in place, for their own messages */
-        int bad = positive_ints(p, "head_dim", dims, x ? 2 : 1, NULL);
-        if (x) *x = 'x';
-        if (bad) return 1;
+const char *attn_axis_check(attn_axis_kind kind, const char *t, const char **bad, int *bad_len) {
+    size_t n = strlen(t);
+    const char *sep;
+    long long x;
+    *bad = t, *bad_len = (int)n;
+    switch (kind) {
+    case ATTN_KIND_DTYPE: return word_index(DTYPE_WORDS, t) < 0 ? "expected fp16 or bf16" : NULL;
+    case ATTN_KIND_MASK: return word_index(MASK_WORDS, t) < 0 ? "expected full or causal" : NULL;
+    case ATTN_KIND_DIMS: return dims_error(t, bad, bad_len);
+    case ATTN_KIND_COUNT: return positive_int(t, n, ATTN_SHAPES_MAX_LEN, &x) ? NULL : UP_TO;
+    case ATTN_KIND_WINDOW: /* L:R, each -1 (unbounded) or a bound >= 0 */
+        sep = strchr(t, ':');
+        return sep && window_bound(t, (size_t)(sep - t)) && window_bound(sep + 1, strlen(sep + 1))
+                   ? NULL
+                   : "expected L:R, each -1 or a bound >= 0";
+    case ATTN_KIND_PAGE: return all_digits(t, n) ? NULL : "expected 0 or a page size";
+    case ATTN_KIND_NUMBER: /* digits, or digits.digits */
+        sep = strchr(t, '.');
+        return (sep ? all_digits(t, (size_t)(sep - t)) && all_digits(sep + 1, strlen(sep + 1)) : all_digits(t, n))
+                   ? NULL
+                   : "expected a number >= 0";
+    }
+    return "an axis of an unknown kind";
+}
+
+const char *attn_axis_parse(attn_axis_kind kind, const char *t, attn_axis_value *v) {
+    const char *bad, *why = attn_axis_check(kind, t, &bad, &(int){0});
+    if (why) return why;
+    char *end;
+    v->i[0] = v->i[1] = 0, v->f = 0;
+    switch (kind) {
+    case ATTN_KIND_DTYPE: v->i[0] = word_index(DTYPE_WORDS, t); return NULL;
+    case ATTN_KIND_MASK: v->i[0] = word_index(MASK_WORDS, t); return NULL;
+    case ATTN_KIND_NUMBER: v->f = strtod(t, NULL); return v->f > 1e6 ? "expected a number >= 0 up to 1e6" : NULL;
+    default: break;
+    }
+    long long a = strtoll(t, &end, 10), b = *end ? strtoll(end + 1, NULL, 10) : a; /* DxDV, L:R */
+    if (a > ATTN_SHAPES_MAX_LEN || b > ATTN_SHAPES_MAX_LEN)
+        return kind == ATTN_KIND_WINDOW ? "expected L:R, each -1 or a bound >= 0 up to 16777216"
+                                        : "expected 0 or a page size up to 16777216"; /* the others checked */
+    v->i[0] = (int)a, v->i[1] = (int)b;
+    return NULL;
+}
+
+int attn_axis_label(const attn_axis_info *a, const attn_axis_value *v, int off, char *out, size_t len) {
+    const char *l = a->label;
+    const int *i = v->i;
+    switch (a->kind) {
+    case ATTN_KIND_DTYPE: return snprintf(out, len, "%s%s/", l, DTYPE_WORDS[i[0]]);
+    case ATTN_KIND_MASK: return snprintf(out, len, "%s%s/", l, MASK_WORDS[i[0]]);
+    case ATTN_KIND_DIMS: return i[1] != i[0] ? snprintf(out, len, "%s%dv%d/", l, i[0], i[1]) : snprintf(out, len, "%s%d/", l, i[0]);
+    case ATTN_KIND_COUNT: return i[0] != off ? snprintf(out, len, "%s%d/", l, i[0]) : 0;
+    case ATTN_KIND_WINDOW: return i[0] >= 0 || i[1] >= 0 ? snprintf(out, len, "%s%d_%d/", l, i[0], i[1]) : 0;
+    case ATTN_KIND_NUMBER: return v->f > 0 ? snprintf(out, len, "%s%g/", l, (double)(float)v->f) : 0;
+    case ATTN_KIND_PAGE: return i[0] > 0 ? snprintf(out, len, "%s%d/", l, i[0]) : 0;
     }
     return 0;
 }
+
+int attn_axis_format(attn_axis_kind kind, const attn_axis_value *v, char *out, size_t len) {
+    switch (kind) {
+    case ATTN_KIND_DTYPE: return snprintf(out, len, "%s", DTYPE_WORDS[v->i[0]]);
+    case ATTN_KIND_MASK: return snprintf(out, len, "%s", MASK_WORDS[v->i[0]]);
+    case ATTN_KIND_DIMS: return snprintf(out, len, "%dx%d", v->i[0], v->i[1]);
+    case ATTN_KIND_WINDOW: return snprintf(out, len, "%d:%d", v->i[0], v->i[1]);
+    case ATTN_KIND_NUMBER: return snprintf(out, len, "%g", (double)(float)v->f);
+    default: return snprintf(out, len, "%d", v->i[0]);
+    }
+}
+
+const char *attn_axis_form(attn_axis_kind kind) {
+    static const char *const form[] = {[ATTN_KIND_DTYPE] = "fp16|bf16", [ATTN_KIND_DIMS] = "D|DxDV",
+                                       [ATTN_KIND_MASK] = "full|causal", [ATTN_KIND_COUNT] = "N",
+                                       [ATTN_KIND_WINDOW] = "L:R", [ATTN_KIND_NUMBER] = "X",
+                                       [ATTN_KIND_PAGE] = "P"};
+    return form[kind];
+}
+
+/* ------------------------------------------------------------------ the file ---- */
 
 /* A list axis's values, kept as written. */
 static int store_values(parser *p, attn_shapes_values *a, const char *key, char **v, int n) {
@@ -176,38 +238,53 @@ static int parse_shape(parser *p, char **v, int n) {
     return add_shape(p, p->lines, &p->n_lines, qk[0], qk[1]);
 }
 
+/* An axis's values, each of its kind's form, of at most ATTN_SHAPES_WORD - 1 characters,
+ * then in its range: checked and stored as written. */
+static int parse_list_axis(parser *p, int k, char **v, int n) {
+    const attn_axis_info *a = &attn_axes[k];
+    const char *bad, *why;
+    int bad_len;
+    attn_axis_value value;
+    for (int i = 0; i < n; i++)
+        if ((why = attn_axis_check(a->kind, v[i], &bad, &bad_len)))
+            return fail(p, p->line, "%s: %s, got '%.*s'", a->key, why, bad_len, bad);
+    if (store_values(p, &p->m->axis[k], a->key, v, n)) return 1;
+    for (int i = 0; i < n; i++)
+        if ((why = attn_axis_parse(a->kind, v[i], &value))) return fail(p, p->line, "%s: %s, got '%s'", a->key, why, v[i]);
+    return 0;
+}
+
 /* A key given once: its values checked and stored. */
 static int parse_axis(parser *p, int k, char **v, int n) {
     attn_shape_matrix *m = p->m;
-    static const int list_axis[N_KEYS] = {[K_DTYPE] = ATTN_SHAPES_DTYPE + 1,     [K_HEAD_DIM] = ATTN_SHAPES_HEAD_DIM + 1,
-                                          [K_MASK] = ATTN_SHAPES_MASK + 1,       [K_HEADS_K] = ATTN_SHAPES_HEADS_K + 1,
-                                          [K_WINDOW] = ATTN_SHAPES_WINDOW + 1,   [K_SOFTCAP] = ATTN_SHAPES_SOFTCAP + 1,
-                                          [K_PAGE_SIZE] = ATTN_SHAPES_PAGE_SIZE + 1};
-    if (p->seen & (1u << k)) return fail(p, p->line, "'%s' given twice", keys[k]);
+    if (p->seen & (1u << k)) return fail(p, p->line, "'%s' given twice", key_name(k));
     p->seen |= 1u << k;
+    if (k < K_BATCH) return parse_list_axis(p, k, v, n);
     int ints[MAX_WORDS];
-    if (k == K_HEAD_DIM) {
-        if (head_dims(p, v, n)) return 1;
-    } else if (k == K_BATCH || k == K_HEADS || k == K_TOKENS || k == K_HIDDEN || k == K_SEQLEN || k == K_HEADS_K) {
-        if (positive_ints(p, keys[k], v, n, ints)) return 1;
-        if (k != K_SEQLEN && k != K_HEADS_K && n != 1)
-            return fail(p, p->line, "%s: expected exactly one value", keys[k]);
-    } else {
-        for (int i = 0; i < n; i++) {
-            const char *what = value_error(k, v[i]);
-            if (what) return fail(p, p->line, "%s, got '%s'", what, v[i]);
-        }
-    }
-    if (list_axis[k]) return store_values(p, &m->axis[list_axis[k] - 1], keys[k], v, n);
+    if (positive_ints(p, key_name(k), v, n, ints)) return 1;
     if (k == K_SEQLEN) {
         for (int i = 0; i < n; i++)
             if (add_shape(p, p->seqlen, &p->n_seqlen, ints[i], ints[i])) return 1;
         return 0;
     }
+    if (n != 1) return fail(p, p->line, "%s: expected exactly one value", key_name(k));
     int *size[N_KEYS] = {[K_BATCH] = &m->batch, [K_HEADS] = &m->heads, [K_TOKENS] = &m->tokens,
                          [K_HIDDEN] = &m->hidden};
     *size[k] = ints[0];
     return 0;
+}
+
+/* "unknown key '<w>': expected <the required axes>, <the size keys>, <the other axes>, shape
+ * or sequences" */
+static int unknown_key(parser *p, const char *w) {
+    char keys[512];
+    size_t n = 0;
+    for (int pass = 0; pass < 3; pass++)
+        for (int k = 0; k < N_KEYS; k++) {
+            int group = k >= K_BATCH ? 1 : attn_axes[k].dflt ? 2 : 0;
+            if (group == pass && n < sizeof keys) n += (size_t)snprintf(keys + n, sizeof keys - n, "%s, ", key_name(k));
+        }
+    return fail(p, p->line, "unknown key '%s': expected %sshape or sequences", w, keys);
 }
 
 /* One line (comment cut): its key's values checked and stored. */
@@ -232,25 +309,22 @@ static int parse_line(parser *p, char *line) {
     if (!strcmp(w[0], "sequences")) return parse_sequences(p, w + 1, n - 1);
     if (!strcmp(w[0], "shape")) return parse_shape(p, w + 1, n - 1);
     for (int k = 0; k < N_KEYS; k++)
-        if (!strcmp(w[0], keys[k])) return parse_axis(p, k, w + 1, n - 1);
-    return fail(p, p->line,
-                "unknown key '%s': expected dtype, head_dim, mask, batch, heads, tokens, hidden, seqlen, heads_k, "
-                "window, softcap, page_size, shape or sequences",
-                w[0]);
+        if (!strcmp(w[0], key_name(k))) return parse_axis(p, k, w + 1, n - 1);
+    return unknown_key(p, w[0]);
 }
 
 /* The rules across lines, once every line is read. */
 static int finish(parser *p) {
     attn_shape_matrix *m = p->m;
-    for (int k = K_DTYPE; k <= K_MASK; k++)
-        if (!(p->seen & (1u << k))) return fail(p, 0, "missing the '%s' line", keys[k]);
+    for (int k = 0; k < ATTN_SHAPES_N_AXES; k++)
+        if (!attn_axes[k].dflt && !(p->seen & (1u << k))) return fail(p, 0, "missing the '%s' line", key_name(k));
     /* the problem size: batch and heads given, or tokens (batch x seqlen) and hidden
      * (heads x head_dim) as FlashAttention's benchmarks size them */
     static const int pairs[2][2] = {{K_BATCH, K_HEADS}, {K_TOKENS, K_HIDDEN}};
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++)
             if ((p->seen >> pairs[i][j] & 1) && !(p->seen >> pairs[i][!j] & 1))
-                return fail(p, 0, "'%s' given without '%s'", keys[pairs[i][j]], keys[pairs[i][!j]]);
+                return fail(p, 0, "'%s' given without '%s'", key_name(pairs[i][j]), key_name(pairs[i][!j]));
     if (!(p->seen & (1u << K_BATCH | 1u << K_TOKENS)))
         return fail(p, 0, "missing the 'heads' line (give batch and heads, or tokens and hidden)");
     memcpy(m->shape, p->seqlen, sizeof *p->seqlen * (size_t)p->n_seqlen);

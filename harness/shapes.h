@@ -20,19 +20,59 @@ enum {
     ATTN_SHAPES_MAX_LEN = 1 << 24 /* the largest length or dimension the programs take */
 };
 
-/* The axes that list values, as the file names them (attn_shapes_axis_names). */
+/* The axes that list values (harness/axes.def, in its order): ATTN_SHAPES_DTYPE, ... */
 typedef enum {
-    ATTN_SHAPES_DTYPE,
-    ATTN_SHAPES_HEAD_DIM,
-    ATTN_SHAPES_MASK,
-    ATTN_SHAPES_HEADS_K,
-    ATTN_SHAPES_WINDOW,
-    ATTN_SHAPES_SOFTCAP,
-    ATTN_SHAPES_PAGE_SIZE,
+#define ATTN_AXIS(key, NAME, ...) ATTN_SHAPES_##NAME,
+#include "axes.def"
+#undef ATTN_AXIS
     ATTN_SHAPES_N_AXES
 } attn_shapes_axis;
 
-extern const char *const attn_shapes_axis_names[ATTN_SHAPES_N_AXES]; /* "dtype", "head_dim", ... */
+/* The forms of the axes' values, each with one checker, parser and formatter here:
+ * fp16|bf16, D|DxDV (head_dim_v), full|causal, a positive integer (<= ATTN_SHAPES_MAX_LEN),
+ * a window L:R (each -1, unbounded, or a bound), a number >= 0 (0: off), a page size (0: none). */
+typedef enum {
+    ATTN_KIND_DTYPE,
+    ATTN_KIND_DIMS,
+    ATTN_KIND_MASK,
+    ATTN_KIND_COUNT,
+    ATTN_KIND_WINDOW,
+    ATTN_KIND_NUMBER,
+    ATTN_KIND_PAGE
+} attn_axis_kind;
+
+/* One line of axes.def. */
+typedef struct {
+    const char *key, *option, *cmake;
+    attn_axis_kind kind;
+    const char *dflt, *label; /* dflt NULL: a required axis; "": --heads */
+} attn_axis_info;
+
+extern const attn_axis_info attn_axes[ATTN_SHAPES_N_AXES];
+
+/* A value: i[0] (the word's index for dtype, fp16 0, and mask, causal 1), i[1] the second
+ * of a pair (DV, R; DV = D for a single D), f a number. */
+typedef struct {
+    int i[2];
+    double f;
+} attn_axis_value;
+
+/* Whether `text` has the form of `kind`: NULL, or what was expected ("expected fp16 or bf16"),
+ * the part at fault (all of text, or one of a pair) at *bad, *bad_len characters. */
+const char *attn_axis_check(attn_axis_kind kind, const char *text, const char **bad, int *bad_len);
+
+/* A text of the form into *v: NULL, or what was expected of a value out of range. */
+const char *attn_axis_parse(attn_axis_kind kind, const char *text, attn_axis_value *v);
+
+/* The case label's part for v ("kv2/", "d192v128/"); nothing when v is off (the window
+ * -1:-1, 0 for a number or a page size, `off` for a count). Returns the characters written. */
+int attn_axis_label(const attn_axis_info *a, const attn_axis_value *v, int off, char *out, size_t len);
+
+/* v as an option takes it ("192x128", "-1:0", "30"). */
+int attn_axis_format(attn_axis_kind kind, const attn_axis_value *v, char *out, size_t len);
+
+/* The form for a usage text: "fp16|bf16", "D|DxDV", "L:R", ... */
+const char *attn_axis_form(attn_axis_kind kind);
 
 /* One axis's values as the file writes them ("192x128", "-1:-1", "30"), the form the
  * programs take them in; n = 0 when the file has no such line. */

@@ -17,24 +17,40 @@ static const struct {
 };
 enum { N_CHECKS = sizeof checks / sizeof checks[0] };
 
+/* The axes (harness/axes.def) as the usage text lists them from column `col`: their CMake
+ * variables ("_DTYPES, ...") or JSON keys ("\"dtype\", ..."), wrapped at column 96. */
+static void usage_axes(FILE *out, int cmake, int col, const char *tail) {
+    for (int a = 0; a < ATTN_SHAPES_N_AXES; a++) {
+        char word[64];
+        int n = cmake ? snprintf(word, sizeof word, "_%s", attn_axes[a].cmake)
+                      : snprintf(word, sizeof word, "\"%s\"", attn_axes[a].key);
+        if (a) col += fprintf(out, ",");
+        if (col + n + 2 > 96) fprintf(out, "\n%22s", ""), col = 22;
+        col += fprintf(out, a || cmake ? " %s" : "%s", word);
+    }
+    fprintf(out, "%s\n", tail);
+}
+
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: attn_shapes --cmake PREFIX FILE | --json FILE | --checks GROUP | --checks-json | --help\n"
-            "  --cmake PREFIX FILE  the shapes file as CMake set() lines: PREFIX_DTYPES, _DIMS, _MASKS,\n"
-            "                       _HEADS_K, _WINDOWS, _SOFTCAPS, _PAGE_SIZES (the axes, ;-lists), _BATCH,\n"
-            "                       _HEADS, _TOKENS, _HIDDEN (\"\" when absent), _SHAPES (\"QxK,QxK,...\"),\n"
-            "                       _PACKED (\"QxK+QxK+...\" per 'sequences' line) and _CASES, the cross\n"
-            "                       product \"<dtype>:<head_dim>:<mask>:<seqlen_q>:<seqlen_k>:<shape name>\"\n"
-            "  --json FILE          the shapes file as JSON: {\"file\", \"axes\": {\"dtype\", \"head_dim\", \"mask\",\n"
-            "                       \"heads_k\", \"window\", \"softcap\", \"page_size\": [strings, as written]},\n"
-            "                       \"batch\", \"heads\", \"tokens\", \"hidden\": integer or null, \"shapes\": [{\"name\",\n"
-            "                       \"seqlen_q\", \"seqlen_k\"}], \"sequences\": [\"QxK+QxK+...\"], \"cases\": [{\"dtype\",\n"
-            "                       \"head_dim\", \"mask\", \"shape\", \"seqlen_q\", \"seqlen_k\"}]}\n"
-            "  --checks GROUP       the names of the checks of GROUP (correctness: the default checks,\n"
-            "                       contract, launch, packed), comma-separated\n"
-            "  --checks-json        every check as [{\"name\", \"group\", \"summary\"}], in the order a case runs them\n"
-            "A malformed file: one line 'attn_shapes: <file>:<line>: <what was expected>' on stderr.\n"
-            "Exit status 0, or 2 (bad arguments or a malformed file).\n");
+    fprintf(out, "usage: attn_shapes --cmake PREFIX FILE | --json FILE | --checks GROUP | --checks-json | --help\n"
+                 "  --cmake PREFIX FILE  the shapes file as CMake set() lines, PREFIX and: the axes (;-lists)\n"
+                 "                      ");
+    usage_axes(out, 1, 22, ",");
+    fprintf(out, "                       _AXIS_OPTIONS (\"--<option>;<v>,<v>,...\" per axis given that has a\n"
+                 "                       default, for attn_correctness), _BATCH, _HEADS, _TOKENS, _HIDDEN (\"\" when\n"
+                 "                       absent), _SHAPES (\"QxK,QxK,...\"), _PACKED (\"QxK+QxK+...\" per 'sequences'\n"
+                 "                       line) and _CASES, the cross product\n"
+                 "                       \"<dtype>:<head_dim>:<mask>:<seqlen_q>:<seqlen_k>:<shape name>\"\n"
+                 "  --json FILE          the shapes file as JSON: {\"file\", \"axes\": {");
+    usage_axes(out, 0, 67, ": [strings, as written]},");
+    fprintf(out, "                       \"batch\", \"heads\", \"tokens\", \"hidden\": integer or null, \"shapes\": [{\"name\",\n"
+                 "                       \"seqlen_q\", \"seqlen_k\"}], \"sequences\": [\"QxK+QxK+...\"], \"cases\": [{\"dtype\",\n"
+                 "                       \"head_dim\", \"mask\", \"shape\", \"seqlen_q\", \"seqlen_k\"}]}\n"
+                 "  --checks GROUP       the names of the checks of GROUP (correctness: the default checks,\n"
+                 "                       contract, launch, packed), comma-separated\n"
+                 "  --checks-json        every check as [{\"name\", \"group\", \"summary\"}], in the order a case runs them\n"
+                 "A malformed file: one line 'attn_shapes: <file>:<line>: <what was expected>' on stderr.\n"
+                 "Exit status 0, or 2 (bad arguments or a malformed file).\n");
 }
 
 static void bad_usage(const char *what, const char *arg) {
@@ -84,7 +100,7 @@ static void print_json(const char *file, const attn_shape_matrix *m) {
     json_string(file);
     printf(",\n  \"axes\": {");
     for (int a = 0; a < ATTN_SHAPES_N_AXES; a++) {
-        printf("%s\"%s\": [", a ? ", " : "", attn_shapes_axis_names[a]);
+        printf("%s\"%s\": [", a ? ", " : "", attn_axes[a].key);
         for (int i = 0; i < m->axis[a].n; i++) {
             printf("%s", i ? ", " : "");
             json_string(m->axis[a].value[i]);
@@ -143,13 +159,14 @@ static void print_cmake(const char *prefix, const attn_shape_matrix *m) {
     free(rows);
     cmake_size(prefix, "BATCH", m->batch), cmake_size(prefix, "HEADS", m->heads);
     cmake_size(prefix, "TOKENS", m->tokens), cmake_size(prefix, "HIDDEN", m->hidden);
-    static const struct {
-        const char *name;
-        attn_shapes_axis axis;
-    } lists[] = {{"HEADS_K", ATTN_SHAPES_HEADS_K}, {"WINDOWS", ATTN_SHAPES_WINDOW},  {"SOFTCAPS", ATTN_SHAPES_SOFTCAP},
-                 {"PAGE_SIZES", ATTN_SHAPES_PAGE_SIZE}, {"DTYPES", ATTN_SHAPES_DTYPE}, {"DIMS", ATTN_SHAPES_HEAD_DIM},
-                 {"MASKS", ATTN_SHAPES_MASK}};
-    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) cmake_list(prefix, lists[i].name, &m->axis[lists[i].axis]);
+    for (int a = 0; a < ATTN_SHAPES_N_AXES; a++) cmake_list(prefix, attn_axes[a].cmake, &m->axis[a]);
+    printf("set(%s_AXIS_OPTIONS \"", prefix); /* what attn_correctness takes beyond dtype, head dim and mask */
+    for (int a = 0, n = 0; a < ATTN_SHAPES_N_AXES; a++) {
+        if (!attn_axes[a].dflt || !m->axis[a].n) continue;
+        printf("%s--%s;", n++ ? ";" : "", attn_axes[a].option);
+        for (int i = 0; i < m->axis[a].n; i++) printf("%s%s", i ? "," : "", m->axis[a].value[i]);
+    }
+    printf("\")\n");
     printf("set(%s_PACKED \"", prefix);
     for (int b = 0; b < m->n_batches; b++) printf("%s%s", b ? ";" : "", m->packed[b].text);
     printf("\")\nset(%s_SHAPES \"", prefix);

@@ -59,8 +59,9 @@ CONTROLS = {"broken_none", "broken_v2_none"}
 # attn_tune's selftest (tests/tune_selftest.py) must reject
 TUNER_FIXTURES = {"broken_tunable"}
 
-# the version-2 axes as attn_correctness takes them
-V2_OPTIONS = {"heads_k": "--heads-k", "window": "--window", "softcap": "--softcap", "page_size": "--page-size"}
+# the axes each group of the selftest splits or lists itself; every other axis of the file
+# (harness/axes.def) goes to attn_correctness as --<key with '-' for '_'>
+GROUP_AXES = ("dtype", "head_dim", "mask")
 
 
 def arg(value):
@@ -77,9 +78,9 @@ def common_args(doc):
     each shape as QxK (seqlen S as SxS, then the shape lines), each sequences line as one packed
     batch "QxK+QxK+..."."""
     args = []
-    for key, opt in V2_OPTIONS.items():
-        if doc["axes"].get(key):
-            args += [opt, ",".join(arg(v) for v in doc["axes"][key])]
+    for key, values in doc["axes"].items():
+        if key not in GROUP_AXES and values:
+            args += ["--" + key.replace("_", "-"), ",".join(arg(v) for v in values)]
     shapes = [f"{s['seqlen_q']}x{s['seqlen_k']}" for s in doc["shapes"]] + list(doc["sequences"])
     return args + ["--shapes", ",".join(shapes), "--batch", arg(doc["batch"]), "--heads", arg(doc["heads"])]
 
