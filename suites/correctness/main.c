@@ -31,6 +31,7 @@
  * a case's Check suite runs; nothing else is file-static and mutable. */
 #include <check.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@
 #include "pairwise.h"
 #include "problem.h"
 #include "reference.h"
+#include "shapes.h"
 #include "registry.h"
 #include "supervise.h"
 #include "verdict.h"
@@ -138,18 +140,31 @@ static Suite *make_suite(const char *name, const char *checks) {
 
 /* ---------------------------------------------------------------------- cases ---- */
 
-enum { AX_DTYPE, AX_DIM, AX_MASK, AX_HEADS_K, AX_WINDOW, AX_SOFTCAP, AX_PAGE, AX_SHAPE, N_AXES, MAXL = 64 };
-static const char *const AXIS_OPT[N_AXES] = {"--dtype", "--head-dim", "--mask", "--heads-k", "--window", "--softcap",
-                                             "--page-size", "--shapes"};
+/* The axes: those of harness/axes.def (attn_axes, in its order), then the shapes. An axis's
+ * option is --<attn_axes[x].option>, its getopt code AXIS_CODE + x. */
+enum { AX_SHAPE = ATTN_SHAPES_N_AXES, N_AXES, MAXL = 64, AXIS_CODE = 256 };
 enum { ELEM = 96 }; /* the longest list element: a packed batch "QxK+QxK+..." */
+
+/* Where test_case holds each axis's value (axes.def: field, and field2 for a pair's second). */
+static const struct {
+    size_t at, at2;
+} FIELD[ATTN_SHAPES_N_AXES] = {
+#define ATTN_AXIS(key, NAME, option, cmake, kind, dflt, label, field, field2)                                    \
+    {offsetof(test_case, field), offsetof(test_case, field2)},
+#include "axes.def"
+#undef ATTN_AXIS
+};
+_Static_assert(ATTN_F16 == 0 && ATTN_BF16 == 1, "attn_axis_value's dtype index is attn_dtype");
+
+static const char *axis_option(int x) { return x == AX_SHAPE ? "shapes" : attn_axes[x].option; }
 
 typedef struct {
     const char *name; /* CTest test name: messages */
     const char *kernel, *plugin, *tolerance, *checks;
-    const char *lists[N_AXES]; /* dtypes, head dims, masks, KV heads, windows, softcaps, page sizes, shapes */
+    const char *lists[N_AXES]; /* each axis's list, as given (or its default) */
     char values[N_AXES][MAXL][ELEM]; /* the lists' elements */
     char default_checks[256];
-    char heads_text[16]; /* --heads-k's default */
+    char heads_text[16]; /* the default of an axis whose default is --heads */
     int in_process, pairwise, list, list_checks;
     int shard, shards; /* --shard K/N: only the cases i with i % N == K (N 1: all) */
     double case_timeout_s;
@@ -158,18 +173,31 @@ typedef struct {
     check_ctx ctx; /* what the checks see (its batch and heads from the command line) */
 } suite;
 
+/* The axes' options for the usage text: the required ones (optional 0) or the others. */
+static void usage_axes(int optional) {
+    for (int x = 0, col = optional ? 8 : 60; x < ATTN_SHAPES_N_AXES; x++) {
+        if ((attn_axes[x].dflt != NULL) != optional) continue;
+        char o[64];
+        int n = snprintf(o, sizeof o, optional ? " [--%s %s[,...]]" : " --%s %s[,...]", attn_axes[x].option,
+                         attn_axes[x].kind == ATTN_KIND_COUNT ? "HK" : attn_axis_form(attn_axes[x].kind));
+        if (col + n > 100) fprintf(stderr, "\n        "), col = 8;
+        col += fprintf(stderr, "%s", o);
+    }
+}
+
 static void usage(const char *why) {
-    fprintf(stderr,
-            "attn_correctness: %s\n"
-            "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so] --dtype fp16|bf16[,...]\n"
-            "         --head-dim D|DxDV[,...] --mask full|causal[,...] --shapes QxK|S[,...] --batch B --heads H\n"
-            "         [--heads-k HK[,...]] [--window L:R[,...]] [--softcap C[,...]] [--page-size P[,...]]\n"
-            "         [--pairwise] [--shard K/N]\n"
-            "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process] [--list]\n"
-            "       attn_correctness --list-checks\n"
-            "cases: the cross product of the lists (S = SxS; D = DxD; --heads-k defaults to --heads,\n"
-            "        --window to -1:-1 (none; -1 is unbounded; causal cases keep only L), --softcap to 0\n"
-            "        (off)); --pairwise: the rows of a pairwise covering array of them instead;\n"
+    fprintf(stderr, "attn_correctness: %s\nusage: attn_correctness --name NAME --kernel K [--plugin LIB.so]", why);
+    usage_axes(0);
+    fprintf(stderr, "\n         --shapes QxK|S[,...] --batch B --heads H\n        ");
+    usage_axes(1);
+    fprintf(stderr, "\n         [--pairwise] [--shard K/N]\n"
+                    "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process] [--list]\n"
+                    "       attn_correctness --list-checks\n"
+                    "cases: the cross product of the lists (S = SxS; D = DxD; causal cases keep only a window's L;\n"
+                    "        -1 is unbounded; defaults:");
+    for (int x = 0; x < ATTN_SHAPES_N_AXES; x++)
+        if (attn_axes[x].dflt) fprintf(stderr, " --%s %s", attn_axes[x].option, *attn_axes[x].dflt ? attn_axes[x].dflt : "H");
+    fprintf(stderr, ");\n        --pairwise: the rows of a pairwise covering array of them instead;\n"
             "        --shard K/N: of those, the cases i with i %% N == K (a test split over N processes)\n"
             "packed cases: a shape QxK+QxK+... (sequences of their own lengths, 0 allowed) or a page\n"
             "        size P > 0 (K and V in a shuffled pool of P-row pages) runs only the check 'packed'\n"
@@ -178,8 +206,7 @@ static void usage(const char *why) {
             "        compute-sanitizer); packed: a packed case's\n"
             "--in-process: run the cases in this process (for tools that follow one process);\n"
             "        by default a child process runs them, replaced after a crash or a hang\n"
-            "--list: print the cases and exit; --list-checks: print the checks and exit\n",
-            why);
+            "--list: print the cases and exit; --list-checks: print the checks and exit\n");
     exit(2);
 }
 
@@ -230,16 +257,6 @@ static int window_arg(const char *opt, const char *s) {
     return (int)v;
 }
 
-static float softcap_arg(const char *opt, const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end || !(v >= 0) || v > 1e6) {
-        fprintf(stderr, "attn_correctness: %s: expected a number >= 0, got '%s'\n", opt, s);
-        exit(2);
-    }
-    return (float)v;
-}
-
 /* A shape "QxK" (or "S"), or sequences "QxK+QxK+..." (a packed batch), into c; its label
  * part ("s17", "q1k239", "q1k239+s0") at l. Returns the label's end. */
 static char *parse_shapes(test_case *c, const char *s, char *l, char *end) {
@@ -263,33 +280,45 @@ static char *parse_shapes(test_case *c, const char *s, char *l, char *end) {
     return l;
 }
 
-/* The axes but the shape into c from the values chosen by row[]. */
-static void parse_axes(test_case *c, char v[N_AXES][MAXL][ELEM], const int *row) {
-    if (attn_dtype_parse(v[AX_DTYPE][row[AX_DTYPE]], &c->dtype)) usage("--dtype: expected fp16 or bf16");
-    parse_pair("--head-dim", v[AX_DIM][row[AX_DIM]], 'x', positive_arg, &c->head_dim, &c->head_dim_v);
-    const char *m = v[AX_MASK][row[AX_MASK]];
-    if (strcmp(m, "full") && strcmp(m, "causal")) usage("--mask: expected full or causal");
-    c->causal = !strcmp(m, "causal");
-    c->heads_k = positive_arg("--heads-k", v[AX_HEADS_K][row[AX_HEADS_K]]);
-    parse_pair("--window", v[AX_WINDOW][row[AX_WINDOW]], ':', window_arg, &c->window_left, &c->window_right);
-    if (c->causal && c->window_right > 0) c->window_right = 0; /* causal is a right bound of 0 */
-    c->softcap = softcap_arg("--softcap", v[AX_SOFTCAP][row[AX_SOFTCAP]]);
-    c->page_size = window_arg("--page-size", v[AX_PAGE][row[AX_PAGE]]);
-    if (c->page_size < 0) usage("--page-size: expected 0 (none) or a page size");
+/* Value v of axis x into its fields of c, or back. */
+static void axis_store(test_case *c, int x, const attn_axis_value *v) {
+    char *at = (char *)c + FIELD[x].at, *at2 = (char *)c + FIELD[x].at2;
+    switch (attn_axes[x].kind) {
+    case ATTN_KIND_DTYPE: *(attn_dtype *)at = (attn_dtype)v->i[0]; break;
+    case ATTN_KIND_NUMBER: *(float *)at = (float)v->f; break;
+    default: *(int *)at = v->i[0], *(int *)at2 = v->i[1]; /* a single value's i[1] is its i[0] */
+    }
+}
+
+static attn_axis_value axis_load(const test_case *c, int x) {
+    const char *at = (const char *)c + FIELD[x].at, *at2 = (const char *)c + FIELD[x].at2;
+    attn_axis_value v = {{0, 0}, 0};
+    switch (attn_axes[x].kind) {
+    case ATTN_KIND_DTYPE: v.i[0] = (int)*(const attn_dtype *)at; break;
+    case ATTN_KIND_NUMBER: v.f = *(const float *)at; break;
+    default: v.i[0] = *(const int *)at, v.i[1] = *(const int *)at2;
+    }
+    return v;
 }
 
 /* Case c from the axis values chosen by row[]; its label names what is not off. */
 static void make_case(suite *s, test_case *c, const int *row) {
     char(*v)[MAXL][ELEM] = s->values;
-    parse_axes(c, v, row);
+    attn_axis_value val[ATTN_SHAPES_N_AXES];
+    for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) {
+        const char *text = v[x][row[x]], *why = attn_axis_parse(attn_axes[x].kind, text, &val[x]);
+        if (why) {
+            fprintf(stderr, "attn_correctness: --%s: %s, got '%s'\n", attn_axes[x].option, why, text);
+            exit(2);
+        }
+    }
+    if (val[ATTN_SHAPES_MASK].i[0] && val[ATTN_SHAPES_WINDOW].i[1] > 0) /* causal is a right bound of 0 */
+        val[ATTN_SHAPES_WINDOW].i[1] = 0;
     char *l = c->label, *end = c->label + sizeof c->label;
-    l += snprintf(l, end - l, "%s/d%d", v[AX_DTYPE][row[AX_DTYPE]], c->head_dim);
-    if (c->head_dim_v != c->head_dim) l += snprintf(l, end - l, "v%d", c->head_dim_v);
-    l += snprintf(l, end - l, "/%s/", c->causal ? "causal" : "full");
-    if (c->heads_k != s->ctx.heads) l += snprintf(l, end - l, "kv%d/", c->heads_k);
-    if (c->window_left >= 0 || c->window_right >= 0) l += snprintf(l, end - l, "w%d_%d/", c->window_left, c->window_right);
-    if (c->softcap > 0) l += snprintf(l, end - l, "cap%g/", c->softcap);
-    if (c->page_size > 0) l += snprintf(l, end - l, "p%d/", c->page_size);
+    for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) {
+        axis_store(c, x, &val[x]);
+        l += attn_axis_label(&attn_axes[x], &val[x], s->ctx.heads, l, (size_t)(end - l));
+    }
     c->shape = v[AX_SHAPE][row[AX_SHAPE]];
     parse_shapes(c, c->shape, l, end);
     if (c->page_size > 0 && !c->nseq) { /* paged, one shape: --batch sequences of it */
@@ -341,7 +370,7 @@ static void validate_case(const suite *s, const test_case *c) {
  * rows of a pairwise covering array of them (attn_axis_rows). */
 static void build_cases(suite *s) {
     int size[N_AXES], total = 1;
-    for (int x = 0; x < N_AXES; x++) total *= size[x] = split_list(AXIS_OPT[x], s->lists[x], s->values[x], MAXL);
+    for (int x = 0; x < N_AXES; x++) total *= size[x] = split_list(axis_option(x), s->lists[x], s->values[x], MAXL);
     int *rows = calloc((size_t)total * N_AXES, sizeof *rows);
     int n = rows ? attn_axis_rows(size, N_AXES, s->pairwise, rows, total) : -1;
     if (n < 0) {
@@ -362,10 +391,8 @@ static void build_cases(suite *s) {
 
 /* One option into s; 0, or 1 for an unknown one. */
 static int take_option(suite *s, int opt) {
-    static const char AXIS_OF[N_AXES] = {'t', 'd', 'm', 'K', 'w', 'C', 'G', 'S'};
-    for (int x = 0; x < N_AXES; x++) {
-        if (opt != AXIS_OF[x]) continue;
-        s->lists[x] = optarg;
+    if (opt >= AXIS_CODE && opt < AXIS_CODE + N_AXES) {
+        s->lists[opt - AXIS_CODE] = optarg;
         return 0;
     }
     char extra;
@@ -398,15 +425,15 @@ static void parse_args(int argc, char **argv, suite *s) {
     default_checks(s->default_checks, sizeof s->default_checks);
     s->checks = s->default_checks;
     s->case_timeout_s = 60;
-    s->lists[AX_WINDOW] = "-1:-1", s->lists[AX_SOFTCAP] = "0", s->lists[AX_PAGE] = "0";
     s->shard = 0, s->shards = 1;
     static const struct option opts[] = {
-        {"name", 1, 0, 'n'},     {"kernel", 1, 0, 'k'},       {"plugin", 1, 0, 'p'},    {"dtype", 1, 0, 't'},
-        {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},         {"shapes", 1, 0, 'S'},    {"batch", 1, 0, 'b'},
-        {"heads", 1, 0, 'h'},    {"tolerance", 1, 0, 'T'},    {"checks", 1, 0, 'c'},    {"case-timeout", 1, 0, 'W'},
-        {"in-process", 0, 0, 'I'}, {"heads-k", 1, 0, 'K'},    {"window", 1, 0, 'w'},    {"softcap", 1, 0, 'C'},
-        {"pairwise", 0, 0, 'P'}, {"list", 0, 0, 'L'}, {"page-size", 1, 0, 'G'}, {"shard", 1, 0, 'H'},
-        {"list-checks", 0, 0, 'l'}, {0, 0, 0, 0},
+#define ATTN_AXIS(key, NAME, option, ...) {option, 1, 0, AXIS_CODE + ATTN_SHAPES_##NAME},
+#include "axes.def"
+#undef ATTN_AXIS
+        {"shapes", 1, 0, AXIS_CODE + AX_SHAPE}, {"name", 1, 0, 'n'}, {"kernel", 1, 0, 'k'}, {"plugin", 1, 0, 'p'},
+        {"batch", 1, 0, 'b'},      {"heads", 1, 0, 'h'},        {"tolerance", 1, 0, 'T'}, {"checks", 1, 0, 'c'},
+        {"case-timeout", 1, 0, 'W'}, {"in-process", 0, 0, 'I'}, {"pairwise", 0, 0, 'P'},  {"list", 0, 0, 'L'},
+        {"shard", 1, 0, 'H'},      {"list-checks", 0, 0, 'l'},  {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
@@ -416,11 +443,12 @@ static void parse_args(int argc, char **argv, suite *s) {
         list_checks();
         exit(0);
     }
-    if (!s->name || !s->kernel || !s->lists[AX_DTYPE] || !s->lists[AX_MASK] || !s->tolerance || !s->lists[AX_DIM] ||
-        !s->lists[AX_SHAPE] || !s->ctx.batch || !s->ctx.heads)
-        usage("missing option");
+    int missing = !s->name || !s->kernel || !s->tolerance || !s->lists[AX_SHAPE] || !s->ctx.batch || !s->ctx.heads;
+    for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) missing |= !attn_axes[x].dflt && !s->lists[x];
+    if (missing) usage("missing option");
     snprintf(s->heads_text, sizeof s->heads_text, "%d", s->ctx.heads);
-    if (!s->lists[AX_HEADS_K]) s->lists[AX_HEADS_K] = s->heads_text;
+    for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) /* the defaults; "": --heads */
+        if (!s->lists[x]) s->lists[x] = *attn_axes[x].dflt ? attn_axes[x].dflt : s->heads_text;
     build_cases(s);
     char bad[128];
     if (checks_valid(s->checks, bad, sizeof bad)) {
@@ -549,12 +577,15 @@ static int report(const suite *s, const attn_case_verdict *v, const char *argv0)
     for (int i = 0; i < s->n_cases; i++) {
         const test_case *c = &s->cases[i];
         if (v[i] != ATTN_CASE_FAILED) continue;
-        printf("rerun %s alone: %s --name %s --kernel %s%s%s --dtype %s --head-dim %dx%d --mask %s --heads-k %d "
-               "--window=%d:%d --softcap %g --shapes %s --page-size %d --batch %d --heads %d --tolerance %s "
-               "--checks %s\n",
-               c->label, argv0, s->name, s->kernel, s->plugin ? " --plugin " : "", s->plugin ? s->plugin : "",
-               attn_dtype_name(c->dtype), c->head_dim, c->head_dim_v, c->causal ? "causal" : "full", c->heads_k,
-               c->window_left, c->window_right, c->softcap, c->shape, c->page_size, s->ctx.batch, s->ctx.heads,
+        printf("rerun %s alone: %s --name %s --kernel %s%s%s", c->label, argv0, s->name, s->kernel,
+               s->plugin ? " --plugin " : "", s->plugin ? s->plugin : "");
+        for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) {
+            char value[64];
+            const attn_axis_value v = axis_load(c, x);
+            attn_axis_format(attn_axes[x].kind, &v, value, sizeof value);
+            printf(" --%s=%s", attn_axes[x].option, value);
+        }
+        printf(" --shapes %s --batch %d --heads %d --tolerance %s --checks %s\n", c->shape, s->ctx.batch, s->ctx.heads,
                s->tolerance, s->checks);
     }
     if (count[ATTN_CASE_FAILED] || count[ATTN_CASE_NOT_RUN]) return 1;
