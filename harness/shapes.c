@@ -81,7 +81,10 @@ static int positive_ints(parser *p, const char *axis, char **v, int n, int *out)
 static const char *const DTYPE_WORDS[2] = {"fp16", "bf16"}, *const MASK_WORDS[2] = {"full", "causal"};
 static const char UP_TO[] = "expected positive integers up to 16777216"; /* ATTN_SHAPES_MAX_LEN */
 
-static int word_index(const char *const words[2], const char *s) { return !strcmp(s, words[0]) ? 0 : !strcmp(s, words[1]) ? 1 : -1; }
+/* 0 or 1: which of the two words s is; -1: neither */
+static int word_index(const char *const words[2], const char *s) {
+    return !strcmp(s, words[0]) ? 0 : !strcmp(s, words[1]) ? 1 : -1;
+}
 
 /* -1 or a bound >= 0 (a window side) */
 static int window_bound(const char *s, size_t n) { return (n == 2 && s[0] == '-' && s[1] == '1') || all_digits(s, n); }
@@ -94,8 +97,9 @@ static const char *dims_error(const char *t, const char **bad, int *bad_len) {
     if (t[0] == 'x' || t[n - 1] == 'x' || (x && strchr(x + 1, 'x'))) return "expected D or DxDV";
     size_t n1 = x ? (size_t)(x - t) : n;
     if (!positive_int(t, n1, ATTN_SHAPES_MAX_LEN, &d)) return *bad_len = (int)n1, UP_TO;
-    if (x && !positive_int(x + 1, strlen(x + 1), ATTN_SHAPES_MAX_LEN, &d)) return *bad = x + 1, *bad_len = (int)strlen(x + 1), UP_TO;
-    return NULL;
+    if (!x || positive_int(x + 1, strlen(x + 1), ATTN_SHAPES_MAX_LEN, &d)) return NULL;
+    *bad = x + 1, *bad_len = (int)strlen(x + 1);
+    return UP_TO;
 }
 
 const char *attn_axis_check(attn_axis_kind kind, const char *t, const char **bad, int *bad_len) {
@@ -148,7 +152,8 @@ int attn_axis_label(const attn_axis_info *a, const attn_axis_value *v, int off, 
     switch (a->kind) {
     case ATTN_KIND_DTYPE: return snprintf(out, len, "%s%s/", l, DTYPE_WORDS[i[0]]);
     case ATTN_KIND_MASK: return snprintf(out, len, "%s%s/", l, MASK_WORDS[i[0]]);
-    case ATTN_KIND_DIMS: return i[1] != i[0] ? snprintf(out, len, "%s%dv%d/", l, i[0], i[1]) : snprintf(out, len, "%s%d/", l, i[0]);
+    case ATTN_KIND_DIMS: /* DV only when it differs */
+        return i[1] != i[0] ? snprintf(out, len, "%s%dv%d/", l, i[0], i[1]) : snprintf(out, len, "%s%d/", l, i[0]);
     case ATTN_KIND_COUNT: return i[0] != off ? snprintf(out, len, "%s%d/", l, i[0]) : 0;
     case ATTN_KIND_WINDOW: return i[0] >= 0 || i[1] >= 0 ? snprintf(out, len, "%s%d_%d/", l, i[0], i[1]) : 0;
     case ATTN_KIND_NUMBER: return v->f > 0 ? snprintf(out, len, "%s%g/", l, (double)(float)v->f) : 0;
@@ -250,7 +255,8 @@ static int parse_list_axis(parser *p, int k, char **v, int n) {
             return fail(p, p->line, "%s: %s, got '%.*s'", a->key, why, bad_len, bad);
     if (store_values(p, &p->m->axis[k], a->key, v, n)) return 1;
     for (int i = 0; i < n; i++)
-        if ((why = attn_axis_parse(a->kind, v[i], &value))) return fail(p, p->line, "%s: %s, got '%s'", a->key, why, v[i]);
+        if ((why = attn_axis_parse(a->kind, v[i], &value)))
+            return fail(p, p->line, "%s: %s, got '%s'", a->key, why, v[i]);
     return 0;
 }
 

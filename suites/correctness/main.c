@@ -196,7 +196,8 @@ static void usage(const char *why) {
                     "cases: the cross product of the lists (S = SxS; D = DxD; causal cases keep only a window's L;\n"
                     "        -1 is unbounded; defaults:");
     for (int x = 0; x < ATTN_SHAPES_N_AXES; x++)
-        if (attn_axes[x].dflt) fprintf(stderr, " --%s %s", attn_axes[x].option, *attn_axes[x].dflt ? attn_axes[x].dflt : "H");
+        if (attn_axes[x].dflt) /* "": --heads */
+            fprintf(stderr, " --%s %s", attn_axes[x].option, *attn_axes[x].dflt ? attn_axes[x].dflt : "H");
     fprintf(stderr, ");\n        --pairwise: the rows of a pairwise covering array of them instead;\n"
             "        --shard K/N: of those, the cases i with i %% N == K (a test split over N processes)\n"
             "packed cases: a shape QxK+QxK+... (sequences of their own lengths, 0 allowed) or a page\n"
