@@ -134,7 +134,7 @@ const char *attn_axis_parse(attn_axis_kind kind, const char *t, attn_axis_value 
     v->i[0] = v->i[1] = 0, v->f = 0;
     switch (kind) {
     case ATTN_KIND_DTYPE: v->i[0] = word_index(DTYPE_WORDS, t); return NULL;
-    case ATTN_KIND_MASK: v->i[0] = word_index(MASK_WORDS, t); return NULL;
+    case ATTN_KIND_MASK: v->i[0] = v->i[1] = word_index(MASK_WORDS, t); return NULL;
     case ATTN_KIND_NUMBER: v->f = strtod(t, NULL); return v->f > 1e6 ? "expected a number >= 0 up to 1e6" : NULL;
     default: break;
     }

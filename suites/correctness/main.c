@@ -287,7 +287,9 @@ static void axis_store(test_case *c, int x, const attn_axis_value *v) {
     switch (attn_axes[x].kind) {
     case ATTN_KIND_DTYPE: *(attn_dtype *)at = (attn_dtype)v->i[0]; break;
     case ATTN_KIND_NUMBER: *(float *)at = (float)v->f; break;
-    default: *(int *)at = v->i[0], *(int *)at2 = v->i[1]; /* a single value's i[1] is its i[0] */
+    default: /* a pair (DxDV, L:R) fills two fields; a single value (a mask, a count) one */
+        *(int *)at = v->i[0];
+        if (at2 != at) *(int *)at2 = v->i[1];
     }
 }
 
@@ -316,9 +318,12 @@ static void make_case(suite *s, test_case *c, const int *row) {
     if (val[ATTN_SHAPES_MASK].i[0] && val[ATTN_SHAPES_WINDOW].i[1] > 0) /* causal is a right bound of 0 */
         val[ATTN_SHAPES_WINDOW].i[1] = 0;
     char *l = c->label, *end = c->label + sizeof c->label;
+    /* the label from the case's fields as stored, so that it (and --list) shows what the
+     * checks will run, not what was parsed */
+    for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) axis_store(c, x, &val[x]);
     for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) {
-        axis_store(c, x, &val[x]);
-        l += attn_axis_label(&attn_axes[x], &val[x], s->ctx.heads, l, (size_t)(end - l));
+        const attn_axis_value stored = axis_load(c, x);
+        l += attn_axis_label(&attn_axes[x], &stored, s->ctx.heads, l, (size_t)(end - l));
     }
     c->shape = v[AX_SHAPE][row[AX_SHAPE]];
     parse_shapes(c, c->shape, l, end);
