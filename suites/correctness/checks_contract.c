@@ -58,7 +58,7 @@ static int hold_back_inputs(check_ctx *c, attn_gpu_problem *x, attn_gpu_snapshot
  * given. */
 outcome check_stream_order(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 9);
+    attn_problem_desc d = case_problem(c, CHECK_NO_stream_order);
     say_header(c, "stream_order", &d);
     attn_gpu_snapshot saved;
     memset(&saved, 0, sizeof saved);
@@ -139,7 +139,7 @@ static int replay_graph(check_ctx *c, attn_gpu_problem *x, cudaGraphExec_t exec,
 /* 10. fwd under CUDA graph capture; replays on new inputs in the same buffers are right */
 outcome check_graph_capture(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 10);
+    attn_problem_desc d = case_problem(c, CHECK_NO_graph_capture);
     say_header(c, "graph_capture", &d);
     cudaGraphExec_t exec = NULL;
     outcome oc = CHECK_FAIL;
@@ -182,7 +182,7 @@ static outcome interleaved_call(check_ctx *c, attn_gpu_problem *x, const attn_pr
 outcome check_interleaved(check_ctx *c) {
     attn_gpu_problem a1, b, a2;
     memset(&a1, 0, sizeof a1), memset(&b, 0, sizeof b), memset(&a2, 0, sizeof a2);
-    const attn_problem_desc da = case_problem(c, 11);
+    const attn_problem_desc da = case_problem(c, CHECK_NO_interleaved);
     say_header(c, "interleaved", &da);
     /* B keeps A's query heads per KV head */
     attn_problem_desc db = da, da2 = da;
@@ -208,7 +208,7 @@ outcome check_interleaved(check_ctx *c) {
  * reference runs, so the only other kernels in the process are the input generators. */
 outcome check_launch(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 12);
+    attn_problem_desc d = case_problem(c, CHECK_NO_launch);
     say_header(c, "launch", &d);
     outcome oc = CHECK_FAIL;
     if (!build_problem(c, &x, &d)) oc = launch_outcome(run_kernel(c, &x));

@@ -16,7 +16,7 @@
 /* 1. normal random inputs, LSE not requested (lse = NULL must be honoured) */
 outcome check_accuracy(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 1);
+    attn_problem_desc d = case_problem(c, CHECK_NO_accuracy);
     d.with_lse = 0;
     int fail;
     outcome oc = prepare(c, &x, &d, "accuracy", &fail);
@@ -30,7 +30,7 @@ outcome check_accuracy(check_ctx *c) {
  * 6 visible scores of q239k1 causal reach |s| > 100 (checked, from the golden LSE). */
 outcome check_large_inputs(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 2);
+    attn_problem_desc d = case_problem(c, CHECK_NO_large_inputs);
     d.sigma_qk = 20.0f;
     int fail;
     outcome oc = prepare(c, &x, &d, "large_inputs", &fail);
@@ -77,7 +77,7 @@ static int count_unwritten(check_ctx *c, const attn_gpu_problem *x) {
 /* 3. every element of O and LSE written: they were NaN before the launch */
 outcome check_unwritten(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 3);
+    attn_problem_desc d = case_problem(c, CHECK_NO_unwritten);
     int fail;
     outcome oc = prepare(c, &x, &d, "unwritten", &fail);
     if (!fail) oc = count_unwritten(c, &x) ? CHECK_FAIL : CHECK_PASS;
@@ -133,7 +133,7 @@ static int count_guards_written(check_ctx *c, const attn_gpu_problem *x) {
  * padding between O's rows (padded layout) keep their poison */
 outcome check_guard_bands(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 4);
+    attn_problem_desc d = case_problem(c, CHECK_NO_guard_bands);
     d.layout[3] = ATTN_LAYOUT_BSHD_PADDED;
     int fail;
     outcome oc = prepare(c, &x, &d, "guard_bands", &fail);
@@ -171,7 +171,7 @@ static outcome second_launch(check_ctx *c, attn_gpu_problem *x, const attn_gpu_s
 /* 5. two launches on the same inputs give bit-identical O and LSE */
 outcome check_determinism(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 5);
+    attn_problem_desc d = case_problem(c, CHECK_NO_determinism);
     int fail;
     outcome oc = prepare(c, &x, &d, "determinism", &fail);
     if (!fail) {
@@ -192,7 +192,7 @@ outcome check_determinism(check_ctx *c) {
 /* 6. a softmax scale other than 1/sqrt(d) */
 outcome check_scale(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 6);
+    attn_problem_desc d = case_problem(c, CHECK_NO_scale);
     d.softmax_scale = 0.5f; /* 4x (d=64) or 5.7x (d=128) the usual 1/sqrt(d) */
     int fail;
     outcome oc = prepare(c, &x, &d, "scale", &fail);
@@ -214,7 +214,7 @@ outcome check_layouts(check_ctx *c) {
     outcome oc = CHECK_PASS;
     for (int i = 0; i < 2 && oc == CHECK_PASS; i++) {
         attn_gpu_problem x;
-        attn_problem_desc d = case_problem(c, 7 + 16 * i);
+        attn_problem_desc d = case_problem(c, CHECK_NO_layouts + 16 * i);
         memcpy(d.layout, sets[i], sizeof sets[i]);
         int fail;
         oc = prepare(c, &x, &d, "layouts", &fail);
@@ -235,7 +235,7 @@ outcome check_layouts(check_ctx *c) {
  * for this check */
 outcome check_lse(check_ctx *c) {
     attn_gpu_problem x;
-    attn_problem_desc d = case_problem(c, 8);
+    attn_problem_desc d = case_problem(c, CHECK_NO_lse);
     int fail;
     outcome oc = prepare(c, &x, &d, "lse", &fail);
     if (!fail) {

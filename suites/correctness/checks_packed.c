@@ -141,7 +141,7 @@ static launch_result packed_launch(check_ctx *c, attn_gpu_problem *x) {
 }
 
 outcome check_packed(check_ctx *c) {
-    attn_problem_desc d = case_problem(c, 13);
+    attn_problem_desc d = case_problem(c, CHECK_NO_packed);
     say_header(c, "packed", &d);
     attn_gpu_problem x;
     outcome oc = CHECK_FAIL;

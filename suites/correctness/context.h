@@ -50,6 +50,16 @@ typedef enum { LAUNCH_OK, LAUNCH_UNSUPPORTED, LAUNCH_FAILED } launch_result;
 #include "checks.def"
 #undef ATTN_CHECK
 
+/* A check's number, its place in checks.def from 1, seeds its inputs (case_problem): a new
+ * check appended at the end leaves every other check's seeds, and the reports quoting them,
+ * as they were. */
+enum {
+    CHECK_NO_NONE,
+#define ATTN_CHECK(name, group, summary) CHECK_NO_##name,
+#include "checks.def"
+#undef ATTN_CHECK
+};
+
 enum { GATE_TIMEOUT_S = 5 }; /* the contract checks' gate opens by itself after this */
 
 /* Appends to c->msg. */
@@ -57,7 +67,7 @@ void say(check_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Starts c->msg: the check, the case's shape and d's layouts and scale, the seed. */
 void say_header(check_ctx *c, const char *check, const attn_problem_desc *d);
 
-/* The case's problem for check number `check_id`: BSHD, inputs of std 1, the LSE asked for,
+/* The case's problem for check number `check_id` (CHECK_NO_<name>): BSHD, inputs of std 1, the LSE asked for,
  * softmax scale 1/sqrt(d), the seed from the kernel, the case and the check (ATTN_SEED
  * overrides it). A packed case's sequences too. */
 attn_problem_desc case_problem(const check_ctx *c, int check_id);
