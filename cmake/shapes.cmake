@@ -23,14 +23,15 @@ function(_attn_fatal msg)
   message(FATAL_ERROR " ${msg}")
 endfunction()
 
-# A text file as a list of its lines; ';', '[' and ']' would break CMake's list splitting,
-# so they come back as <semicolon> and <bracket> (cmake/tuned.cmake's parser rejects them
+# A text file as a list of its lines; ';', '[', ']' and '\' would break CMake's list splitting,
+# so they come back as <semicolon>, <bracket> and <backslash> (cmake/tuned.cmake's parser rejects them
 # outside comments; it and _attn_shapes_error stay here for it).
 function(_attn_file_lines file out)
   file(READ "${file}" content)
   string(REPLACE ";" "<semicolon>" content "${content}")
   string(REPLACE "[" "<bracket>" content "${content}")
   string(REPLACE "]" "<bracket>" content "${content}")
+  string(REPLACE "\\" "<backslash>" content "${content}") # before a ';' it would join two lines
   string(REPLACE "\n" ";" lines "${content}")
   set(${out} "${lines}" PARENT_SCOPE)
 endfunction()

@@ -3,12 +3,27 @@
 #   gpu <the GPU's name as cudaDeviceProp.name gives it>
 #   <kernel> <fp16|bf16> d<head dim> <full|causal> <lo>-<hi> <tunable>=<value> ...   # comment
 #
-#   attn_read_tuned(<dir> <kernel> "<tunable>;<tunable>;..." <out>)
+#   attn_read_tuned(<dir> <kernel> "<tunable>[=<v>|<v>...];..." <out>)
 # reads <dir>/*.tuned.txt and sets <out> to a list of "<gpu>|<dtype>|<head dim>|<causal 0/1>|<lo>|<hi>|<v>,<v>,..." for
-# <kernel>'s lines, the values in the order of the tunables given (each must appear once).
+# <kernel>'s lines, the values in the order of the tunables given (each must appear once, with
+# one of the values listed after its '=' where there is a list).
 # A malformed line stops the configure step with "<file>:<line>: <what was expected>"; other
-# kernels' lines are checked too, then skipped.
+# kernels' lines are checked too, then skipped. What would only fail the compile later is
+# refused here: a number that does not fit in an int, a '"' or '\' in the GPU's name.
 include(${CMAKE_CURRENT_LIST_DIR}/shapes.cmake) # _attn_file_lines, _attn_shapes_error
+
+# Stops the configure step unless the decimal integer n fits in a C int.
+function(_attn_tuned_int file lineno what n)
+  string(REGEX REPLACE "^-" "" digits "${n}") # no leading 0s: the patterns refuse them
+  string(LENGTH "${digits}" len)
+  set(max 2147483647)
+  if(n MATCHES "^-")
+    set(max 2147483648)
+  endif()
+  if(len GREATER 10 OR (len EQUAL 10 AND digits STRGREATER max))
+    _attn_shapes_error("${file}" ${lineno} "${what}${n} does not fit in an int")
+  endif()
+endfunction()
 
 function(attn_read_tuned dir kernel tunables out)
   if(CMAKE_SCRIPT_MODE_FILE) # cmake -P (the unit tests)
@@ -17,6 +32,17 @@ function(attn_read_tuned dir kernel tunables out)
     file(GLOB files CONFIGURE_DEPENDS "${dir}/*.tuned.txt")
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${files})
   endif()
+  set(spec "${tunables}")
+  set(tunables "")
+  foreach(t IN LISTS spec) # "name=4|8": the values allowed, else any int
+    string(REPLACE "=" ";" parts "${t}")
+    list(GET parts 0 name)
+    list(APPEND tunables "${name}")
+    set(allowed_${name} "")
+    if(t MATCHES "=(.+)$")
+      string(REPLACE "|" ";" allowed_${name} "${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
   set(result "")
   foreach(file IN LISTS files)
     _attn_file_lines("${file}" lines)
@@ -37,6 +63,9 @@ function(attn_read_tuned dir kernel tunables out)
           _attn_shapes_error("${file}" ${lineno} "a second 'gpu' line (one GPU per file)")
         endif()
         set(gpu "${CMAKE_MATCH_1}")
+        if(gpu MATCHES "<backslash>|\"")
+          _attn_shapes_error("${file}" ${lineno} "the GPU's name goes into a C string: no '\\' or '\"'")
+        endif()
         continue()
       endif()
       if(NOT line MATCHES "^([a-z0-9_]+)[ \t]+(fp16|bf16)[ \t]+d([1-9][0-9]*)[ \t]+(full|causal)[ \t]+([1-9][0-9]*)-([1-9][0-9]*)[ \t]+(.+)$")
@@ -56,13 +85,16 @@ function(attn_read_tuned dir kernel tunables out)
       if(gpu STREQUAL "")
         _attn_shapes_error("${file}" ${lineno} "a configuration before the 'gpu <name>' line")
       endif()
+      _attn_tuned_int("${file}" ${lineno} "head dim d" "${d}")
+      _attn_tuned_int("${file}" ${lineno} "seqlen " "${lo}")
+      _attn_tuned_int("${file}" ${lineno} "seqlen " "${hi}")
       if(lo GREATER hi)
         _attn_shapes_error("${file}" ${lineno} "seqlen range ${lo}-${hi}: lo > hi")
       endif()
       string(REGEX REPLACE "[ \t]+" ";" pairs "${rest}")
       set(names "")
       foreach(pair IN LISTS pairs)
-        if(NOT pair MATCHES "^([a-z0-9_]+)=(-?[0-9]+)$")
+        if(NOT pair MATCHES "^([a-z0-9_]+)=(0|-?[1-9][0-9]*)$") # no leading 0: C would read octal
           _attn_shapes_error("${file}" ${lineno} "expected <tunable>=<integer>, got '${pair}'")
         endif()
         if("${CMAKE_MATCH_1}" IN_LIST names)
@@ -70,6 +102,7 @@ function(attn_read_tuned dir kernel tunables out)
         endif()
         list(APPEND names "${CMAKE_MATCH_1}")
         set(value_${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
+        _attn_tuned_int("${file}" ${lineno} "${CMAKE_MATCH_1}=" "${CMAKE_MATCH_2}")
       endforeach()
       if(NOT k STREQUAL kernel)
         continue()
@@ -78,6 +111,10 @@ function(attn_read_tuned dir kernel tunables out)
       foreach(t IN LISTS tunables)
         if(NOT "${t}" IN_LIST names)
           _attn_shapes_error("${file}" ${lineno} "${kernel}: tunable '${t}' missing (it takes: ${tunables})")
+        endif()
+        if(allowed_${t} AND NOT "${value_${t}}" IN_LIST allowed_${t})
+          string(REPLACE ";" ", " one_of "${allowed_${t}}")
+          _attn_shapes_error("${file}" ${lineno} "${kernel}: ${t}=${value_${t}} is not one of ${one_of}")
         endif()
         list(APPEND values "${value_${t}}")
       endforeach()
