@@ -105,6 +105,11 @@ static const struct {
     {"softcap 0 -30\n", "t.txt:1: softcap: expected a number >= 0, got '-30'"},
     {"softcap 30.\n", "t.txt:1: softcap: expected a number >= 0, got '30.'"},
     {"page_size 1.5\n", "t.txt:1: page_size: expected 0 or a page size, got '1.5'"},
+    {"window 16777217:0\n", "t.txt:1: window: expected L:R, each -1 or a bound >= 0 up to 16777216, got '16777217:0'"},
+    {"window -1:99999999999999999999\n", "t.txt:1: window: expected L:R, each -1 or a bound >= 0 up to 16777216, got"},
+    {"page_size 0 16777217\n", "t.txt:1: page_size: expected 0 or a page size up to 16777216, got '16777217'"},
+    {"softcap 1000000.5\n", "t.txt:1: softcap: expected a number >= 0 up to 1e6, got '1000000.5'"},
+    {"heads_k 16777217\n", "t.txt:1: heads_k: expected positive integers up to 16777216, got '16777217'"},
     {"sequences 1x5 17\n", "t.txt:1: sequences: expected QxK per sequence, got '17'"},
     {"sequences 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1 1x1\n",
      "t.txt:1: sequences: at most 16 sequences in one batch"},
@@ -126,6 +131,15 @@ static const struct {
 START_TEST(bad_file) {
     ck_assert_msg(parse(bad[_i].text), "'%s' parsed", bad[_i].text);
     ck_assert_msg(!strncmp(err, bad[_i].expect, strlen(bad[_i].expect)), "expected '%s', got '%s'", bad[_i].expect, err);
+}
+END_TEST
+
+/* The CMake parser this one replaced joined a comment ending in '\\' with the next line (a
+ * CMake list's escaped ';'), and the shape on it was lost. */
+START_TEST(comment_ending_in_backslash) {
+    ck_assert_msg(!parse(HEAD "batch 1\nheads 1\n# the long ones \\\nseqlen 4 8 # \\\nshape 3 5 # \\\nsequences 1x2\n"), "%s", err);
+    ck_assert_int_eq(m.n_shapes, 3);
+    ck_assert_int_eq(m.n_batches, 1);
 }
 END_TEST
 
@@ -159,6 +173,7 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("shapes");
     TCase *tc = tcase_create("parse");
+    tcase_add_test(tc, comment_ending_in_backslash);
     tcase_add_test(tc, good_file);
     tcase_add_test(tc, cases_in_order);
     tcase_add_test(tc, tokens_and_hidden);
