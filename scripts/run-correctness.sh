@@ -7,6 +7,11 @@
 # ATTN_REQUIRE_GPU=1 (GPU CI runners: fail when no test ran on a GPU; without it the last line
 # only says so).
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  echo "usage: $0 [ctest arguments...]"
+  sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 source "$(dirname "$0")/env.sh"
 build=${ATTN_BUILD_DIR:-$ATTN_ROOT/build}
 junit=${ATTN_JUNIT:-$build/junit-correctness.xml}

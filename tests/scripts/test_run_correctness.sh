@@ -14,6 +14,7 @@ cp -r "$root/scripts/summary.py" "$root/scripts/attn" "$dir/scripts/"
 printf 'ATTN_ROOT=%s\nattn_configure_build() { :; }\n' "$dir" > "$dir/scripts/env.sh"
 cat > "$dir/bin/ctest" <<'SH'
 #!/bin/sh
+touch "$(dirname "$0")/../ctest-ran"
 while [ $# -gt 0 ]; do [ "$1" = --output-junit ] && cp "$FAKE_JUNIT" "$2"; shift; done
 SH
 chmod +x "$dir/bin/ctest"
@@ -30,4 +31,10 @@ out=$(run "$here/junit_no_gpu.xml" ATTN_REQUIRE_GPU=1)
 case $out in "NO GPU TEST RAN: "*"exit=3") ;; *) fail "no GPU, ATTN_REQUIRE_GPU=1: $out";; esac
 out=$(run "$here/junit.xml" ATTN_REQUIRE_GPU=1)
 case $out in *"NO GPU"*|*"exit=3") fail "tests ran on a GPU: $out";; esac
+# --help: usage, exit 0, and nothing run (the stubbed ctest leaves a mark)
+rm -f "$dir/ctest-ran"
+out=$(env PATH="$dir/bin:$PATH" ATTN_BUILD_DIR="$dir/build" bash "$dir/scripts/run-correctness.sh" --help 2>&1) ||
+  fail "--help: exit $?: $out"
+case $out in "usage: "*"ATTN_REQUIRE_GPU"*) ;; *) fail "--help: $out";; esac
+[ ! -e "$dir/ctest-ran" ] || fail "--help ran ctest"
 echo "ok: run-correctness"
