@@ -28,27 +28,77 @@ static int is_fragment(const struct dirent *e) {
     return n > 5 && !strcmp(e->d_name + n - 5, ".json");
 }
 
-/* Removes the *.json files of dir (none there, or no dir: nothing to do). */
-static void remove_json_files(const char *dir) {
+/* What --reset leaves in a folder it made: it deletes files only in a folder with this marker
+ * (or one holding nothing but what a run writes), never every *.json of any folder. */
+#define RESET_MARKER ".attn_results"
+
+/* A file attn_benchmark wrote: in DIR, "benchmark.<test with '/' as '.'>.json" holding an
+ * object whose "test" is that test; in DIR/baselines, "<...>-pci<8 hex>.json" holding an object. */
+static int is_ours(const char *dir, const char *name, int baseline) {
+    size_t n = strlen(name);
+    if (n <= 5 || strcmp(name + n - 5, ".json")) return 0;
+    if (baseline) {
+        if (n < 17 || strncmp(name + n - 17, "-pci", 4) || strspn(name + n - 13, "0123456789abcdef") != 8) return 0;
+    } else if (strncmp(name, "benchmark.", 10)) {
+        return 0;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    json_t *doc = json_load_file(path, 0, NULL);
+    int ok = json_is_object(doc);
+    if (ok && !baseline) {
+        const char *test = json_string_value(json_object_get(doc, "test"));
+        char file[512];
+        snprintf(file, sizeof file, "%s.json", test ? test : "");
+        for (char *c = file; *c; c++)
+            if (*c == '/') *c = '.';
+        ok = test && !strcmp(file, name);
+    }
+    json_decref(doc);
+    return ok;
+}
+
+/* Removes the files of dir that attn_benchmark wrote (none there, or no dir: nothing to do);
+ * with `count_other`, deletes nothing and returns the number of entries that are not its. */
+static int remove_ours(const char *dir, int baseline, int count_other) {
     struct dirent **list;
-    int n = scandir(dir, &list, is_fragment, alphasort);
+    int n = scandir(dir, &list, NULL, alphasort), other = 0;
     for (int i = 0; i < n; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
-        unlink(path);
+        const char *name = list[i]->d_name;
+        int skip = !strcmp(name, ".") || !strcmp(name, "..") || (!baseline && !strcmp(name, "baselines"));
+        int ours = skip || is_ours(dir, name, baseline);
+        if (!ours) other++;
+        if (ours && !skip && !count_other) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, name);
+            unlink(path);
+        }
         free(list[i]);
     }
     if (n > 0) free(list);
+    return other;
 }
 
 /* The start of a run: no fragment, and no shared baseline timing (DIR/baselines/, see
- * suites/benchmark/), survives from an earlier run. */
+ * suites/benchmark/), survives from an earlier run. A folder that --reset did not make (no
+ * marker) and that holds anything but a run's files is refused, untouched. */
 static int reset(const char *dir) {
-    char err[512], baselines[1024];
-    if (attn_mkdirs(dir, err, sizeof err)) return fprintf(stderr, "attn_results: %s\n", err), 1;
-    remove_json_files(dir);
+    char err[512], baselines[1024], marker[1024];
     snprintf(baselines, sizeof baselines, "%s/baselines", dir);
-    remove_json_files(baselines);
+    snprintf(marker, sizeof marker, "%s/" RESET_MARKER, dir);
+    if (access(marker, F_OK) && access(dir, F_OK) == 0 &&
+        (remove_ours(dir, 0, 1) || remove_ours(baselines, 1, 1))) {
+        fprintf(stderr, "attn_results: %s: not a fragments folder (no %s, which --reset writes in the folders "
+                "it makes, and files that are not a benchmark run's): refusing to delete anything in it\n",
+                dir, RESET_MARKER);
+        return 2;
+    }
+    if (attn_mkdirs(dir, err, sizeof err)) return fprintf(stderr, "attn_results: %s\n", err), 1;
+    FILE *f = fopen(marker, "w");
+    int bad = !f || fputs("attn_results --reset: a benchmark run's fragments; --reset deletes only those\n", f) < 0;
+    if ((f && fclose(f)) || bad) return fprintf(stderr, "attn_results: %s: cannot write\n", marker), 1;
+    remove_ours(dir, 0, 0);
+    remove_ours(baselines, 1, 0);
     printf("fragments and shared baselines in %s cleared\n", dir);
     return 0;
 }
@@ -167,6 +217,14 @@ static int collect(const char *dir, const char *results_dir, const char *src) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: %s --reset DIR | --collect DIR --results-dir R --source-dir SRC\n"
+               "  --reset DIR: start a benchmark run: create DIR (and its %s marker) or delete the\n"
+               "    fragments and shared baselines an earlier run left there; refuses a folder it did not make\n"
+               "  --collect DIR ...: write R/<gpu>/benchmarks/<date>-<commit>.json from DIR's fragments\n",
+               argv[0], RESET_MARKER);
+        return 0;
+    }
     if (argc == 3 && !strcmp(argv[1], "--reset")) return reset(argv[2]);
     if (argc == 7 && !strcmp(argv[1], "--collect") && !strcmp(argv[3], "--results-dir") &&
         !strcmp(argv[5], "--source-dir"))

@@ -9,16 +9,26 @@ median lies above A's by more than the threshold, FASTER when below by more, oth
 (capped at 100); 2 for bad input. Results from different GPUs are refused unless told.
 """
 import argparse
+import math
 import sys
 
-from attn.schema import load_results
+from attn.schema import BAD_INPUT, fail, load_results
+
+BOUNDS = ("ci_lo_ms", "median_ms", "ci_hi_ms")
 
 
 def load(path):
     doc = load_results(path, "compare", run=["gpu.name", "commit"],
                        when={"kernel_timing": ["test", "kernel_timing.median_ms", "kernel_timing.ci_lo_ms",
                                                "kernel_timing.ci_hi_ms"]})
-    return doc, {t["test"]: t for t in doc["tests"] if t.get("kernel_timing")}
+    timed = {t["test"]: t for t in doc["tests"] if t.get("kernel_timing")}
+    # a NaN bound fails every comparison, so the verdict would fall through to SAME
+    for name, t in timed.items():
+        for key in BOUNDS:
+            v = t["kernel_timing"][key]
+            if not (math.isfinite(v) and v > 0):
+                fail("compare", path, f"{name}: 'kernel_timing.{key}' is {v:g}, expected a finite time > 0")
+    return doc, timed
 
 
 def main():
@@ -28,6 +38,9 @@ def main():
     ap.add_argument("--threshold", type=float, default=1.0, help="percent (default 1)")
     ap.add_argument("--allow-different-gpus", action="store_true")
     a = ap.parse_args()
+    if not (math.isfinite(a.threshold) and 0 <= a.threshold < 100):
+        print(f"compare: --threshold {a.threshold:g}: expected a finite percent in [0, 100)", file=sys.stderr)
+        return BAD_INPUT
     da, ta = load(a.a)
     db, tb = load(a.b)
     ga, gb = da["run"]["gpu"]["name"], db["run"]["gpu"]["name"]

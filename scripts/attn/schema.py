@@ -26,6 +26,7 @@ with a kernel timing has its TFLOP/s, ...). A field is a dotted path: "gpu.name"
 import collections
 import gzip
 import json
+import math
 import os
 import re
 import subprocess
@@ -39,6 +40,7 @@ SCHEMA = 1
 STR, INT, NUM, BOOL, OBJ, LIST, NULL = "a string", "an integer", "a number", "true or false", \
     "an object", "a list", "null"
 POSITIVE = "a positive number"  # a time the scripts divide by
+INT_MAX = 2**31 - 1  # the harness writes its integers from C ints
 TIMING = {"median_ms": POSITIVE, "min_ms": NUM, "ci_lo_ms": NUM, "ci_hi_ms": NUM, "samples": INT,
           "dropped_for_clock": INT, "noisy": BOOL, "rsd": NUM, "mean_sm_clock_mhz": NUM,
           "gpu_time_s": NUM, "held": BOOL, "enqueue_ms": NUM}
@@ -118,6 +120,20 @@ def _type_ok(value, want):
     raise AssertionError(want)
 
 
+def _out_of_range(value, want):
+    """What a number of the right type must be but is not (None where it is fine): every
+    number of the schema is finite and >= 0, every integer fits a C int."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):
+        kinds = want if isinstance(want, tuple) else (want,)
+        limit = INT_MAX if INT in kinds else float("inf")
+        return None if 0 <= value <= limit else f"an integer from 0 to {INT_MAX}" if INT in kinds else "a number >= 0"
+    if not math.isfinite(value):
+        return "a finite number"
+    return "a number >= 0" if value < 0 else None
+
+
 def _what(value):
     if value is None:
         return "null"
@@ -148,9 +164,12 @@ def _check_types(obj, types, prefix):
         else:
             continue
         for key, value in items:
+            name = prefix + (head + "." if head else "") + key
             if not _type_ok(value, want):
-                name = prefix + (head + "." if head else "") + key
                 raise BadInput(f"'{name}' is {_what(value)}, expected {_want(want)}")
+            bound = _out_of_range(value, want)
+            if bound:
+                raise BadInput(f"'{name}' is {_what(value)}, expected {bound}")
 
 
 _MISSING = object()
@@ -268,9 +287,29 @@ def load_junit(path, prog):
         for i, tc in enumerate(root.iter("testcase")):
             if not tc.get("name"):
                 raise BadInput(f"testcase {i + 1} has no 'name' attribute")
+            _junit_number(tc, "time", f"testcase {i + 1} ({tc.get('name')})", float)
+        for suite in root.iter("testsuite"):
+            _junit_number(suite, "time", "<testsuite>", float)
+            for count in ("tests", "failures", "disabled", "skipped", "errors"):
+                _junit_number(suite, count, "<testsuite>", int)
         return root
     except BadInput as e:
         fail(prog, path, e)
+
+
+def _junit_number(elem, attr, where, kind):
+    """Raises BadInput when a JUnit attribute that is present is not a finite number >= 0
+    (a count: an integer that fits a C int)."""
+    text = elem.get(attr)
+    if text is None:
+        return
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or _out_of_range(value, INT if kind is int else NUM):
+        want = f"an integer from 0 to {INT_MAX}" if kind is int else "a finite number >= 0"
+        raise BadInput(f"{where}: '{attr}' is '{text}', expected {want}")
 
 
 CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)\b", re.M)

@@ -23,13 +23,14 @@ short-sequence path).
 """
 import argparse
 import datetime
+import math
 import os
 import re
 import sys
 import textwrap
 
 from attn import ROOT, store
-from attn.schema import load_fragment, load_results, workload
+from attn.schema import BAD_INPUT, fail, load_fragment, load_results, workload
 
 PROG = "set_thresholds"
 # what a test's section is made of: its class, and the figures of a test that has baselines
@@ -37,6 +38,29 @@ NEEDED = {"test": ["test", "kernel"],
           "when": {"baselines": ["dtype", "head_dim", "causal", "seqlen_q", "seqlen_k", "roofline_efficiency",
                                  "baselines.cudnn"]}}
 DENSE = ("full", "causal")  # the workloads with the cuBLAS baseline (version 2's have none)
+# what harness/thresholds.c can read back: inih keeps a section name's first 49 characters
+# (INI_MAX_SECTION 50, so a longer header matches the wrong class) and lines of at most 200;
+# parse_class reads the kernel into 63 characters and the numbers as C ints
+MAX_SECTION, MAX_KERNEL, INT_MAX = 49, 63, 2**31 - 1
+FIGURE_FIELDS = {"min_speedup_reference": "baselines.reference.speedup",
+                 "min_speedup_cudnn": "baselines.cudnn.speedup", "min_roofline": "roofline_efficiency"}
+
+
+def check_class(run, t):
+    """Exits with one line when a test's class cannot be a section the loader reads back."""
+    for field in ("head_dim", "seqlen_q", "seqlen_k"):
+        if not 1 <= t[field] <= INT_MAX:
+            fail(PROG, run, f"{t['test']}: '{field}' is {t[field]}, expected 1 to {INT_MAX} (a thresholds class range)")
+    if t["dtype"] not in ("fp16", "bf16"):
+        fail(PROG, run, f"{t['test']}: 'dtype' is '{t['dtype']}', expected fp16 or bf16")
+
+
+def check_figure(run, t, key, value):
+    """Exits with one line when a measured figure gives no minimum the loader accepts (a
+    finite number > 0; a roofline fraction at most 1)."""
+    if not (math.isfinite(value) and value > 0) or (key == "min_roofline" and value > 1):
+        want = "a fraction in (0, 1]" if key == "min_roofline" else "a finite number > 0"
+        fail(PROG, run, f"{t['test']}: '{FIGURE_FIELDS[key]}' is {value:g}, expected {want} (for {key})")
 
 
 def class_seqlen(t):
@@ -74,8 +98,13 @@ def main():
     ap.add_argument("--thresholds-dir", default=os.path.join(ROOT, "thresholds"))
     a = ap.parse_args()
     if not 0 < a.margin < 1:
-        sys.exit("set_thresholds: --margin must be in (0, 1)")
-    runs, meta = [], None
+        print("set_thresholds: --margin must be in (0, 1)", file=sys.stderr)
+        sys.exit(BAD_INPUT)
+    if not re.fullmatch(r"[^\s\[\];#=]{1,%d}" % MAX_KERNEL, a.kernel):
+        print(f"set_thresholds: --kernel '{a.kernel}': expected 1 to {MAX_KERNEL} characters, no space, "
+              "'[', ']', ';', '#' or '='", file=sys.stderr)
+        sys.exit(BAD_INPUT)
+    runs, meta, source = [], None, {}
     for r in a.runs:
         if os.path.isdir(r):
             tests = [load_fragment(os.path.join(r, f), PROG, **NEEDED) for f in sorted(os.listdir(r))
@@ -85,6 +114,7 @@ def main():
             tests, meta = doc["tests"], meta or doc["run"]
         runs.append({t["test"]: t for t in tests if t["kernel"] == a.kernel and "baselines" in t
                      and (not a.only or re.search(a.only, t["test"]))})
+        source[id(runs[-1])] = r
     if meta is None:
         sys.exit("set_thresholds: give at least one results file (for the GPU's name)")
     gpu = meta["gpu"]["name"]
@@ -104,16 +134,29 @@ def main():
                    key=lambda n: next((r[n]["dtype"], r[n]["head_dim"], workload(r[n]) not in DENSE, workload(r[n]),
                                        class_seqlen(r[n]), r[n]["seqlen_q"]) for r in runs if n in r))
     for name in names:
-        seen = [figures(r[name]) for r in runs if name in r]
+        seen = []
+        for r in runs:
+            if name in r:
+                check_class(source[id(r)], r[name])
+                seen.append(figures(r[name]))
+                for key, value in seen[-1].items():
+                    check_figure(source[id(r)], r[name], key, value)
         t = next(r[name] for r in runs if name in r)
         # decode's classes also name the query count (q1 and q16 against the same cache differ)
         q = f" q{t['seqlen_q']}" if workload(t) == "decode" else ""
-        lines = [f"[{a.kernel} {t['dtype']} d{t['head_dim']} {workload(t)} {class_seqlen(t)}-{class_seqlen(t)}{q}]"]
+        header = f"{a.kernel} {t['dtype']} d{t['head_dim']} {workload(t)} {class_seqlen(t)}-{class_seqlen(t)}{q}"
+        if len(header) > MAX_SECTION:
+            fail(PROG, path, f"section [{header}] for {name}: {len(header)} characters, the loader (inih) "
+                 f"reads at most {MAX_SECTION}: use a shorter --kernel name")
+        lines = [f"[{header}]"]
         for key in ("min_speedup_reference", "min_speedup_cudnn", "min_roofline"):
             vals = [f[key] for f in seen if key in f]
             if len(vals) == len(seen):  # cuDNN's minimum only where it ran every time
                 lo, hi = min(vals), max(vals)
-                lines.append(f"{key} = {a.margin * lo * lo / hi:.4g}")
+                text = f"{a.margin * lo * lo / hi:.4g}"
+                if not float(text) > 0:  # underflow: the loader rejects 0
+                    fail(PROG, path, f"[{header}] {key}: the minimum {text} from {lo:g} and {hi:g} is not > 0")
+                lines.append(f"{key} = {text}")
         sections.append("\n".join(lines))
     if not sections:
         sys.exit(f"set_thresholds: no measured benchmark of kernel '{a.kernel}' in {' '.join(a.runs)}")

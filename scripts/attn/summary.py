@@ -2,7 +2,10 @@
 """Summarizes a CTest JUnit file: counts, why tests were skipped, which checks failed, and
 which GPUs ran the tests (the "GPU <n>: ..." line each correctness test prints).
 
-    scripts/summary.py build/junit-correctness.xml
+    scripts/summary.py build/junit-correctness.xml [--require-gpu]
+
+When no test ran on a GPU (every one skipped, or only host-side tests and fixtures), the last
+line says so in capitals; with --require-gpu (GPU CI runners) that is a failure: exit status 3.
 """
 import argparse
 import collections
@@ -19,17 +22,22 @@ GPU_LINE = re.compile(r"^(GPU \d+: .*)$", re.M)
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="summary.py", description=__doc__.strip().splitlines()[0])
     ap.add_argument("junit", help="a CTest JUnit file (ctest --output-junit)")
-    path = ap.parse_args(argv).junit
+    ap.add_argument("--require-gpu", action="store_true", help="exit 3 when no test ran on a GPU")
+    args = ap.parse_args(argv)
+    path = args.junit
     root = load_junit(path, "summary")
     passed, failed, skipped = [], [], []
     skip_reasons = collections.Counter()
     check_failures = collections.Counter()
     gpus = collections.Counter()
+    gpu_tests = 0  # tests that ran (not skipped) and named the GPU they ran on
     for tc in root.iter("testcase"):
         name = tc.get("name")
         out = tc.findtext("system-out") or ""
         for gpu in set(GPU_LINE.findall(out)):
             gpus[gpu] += 1
+        ran = tc.find("skipped") is None and tc.get("status") not in ("notrun", "disabled")
+        gpu_tests += bool(ran and GPU_LINE.search(out))
         if tc.find("failure") is not None or tc.get("status") == "fail":
             checks = CHECK_FAILED.findall(out)
             for check, _ in checks:
@@ -65,6 +73,11 @@ def main(argv=None):
         if check_failures:
             print("  failures per check: " +
                   ", ".join(f"{c} {n}" for c, n in check_failures.most_common()))
+    if not gpu_tests:
+        print(f"NO GPU TEST RAN: none of the {total} tests ran on a GPU (skipped, or host-side only): "
+              "these results say nothing about the kernels" +
+              (" (--require-gpu: failing)" if args.require_gpu else "; ATTN_REQUIRE_GPU=1 makes this a failure"))
+        return 3 if args.require_gpu else 0
     return 0
 
 

@@ -43,4 +43,31 @@ grep -A2 '^\[k bf16 d128 causal 512-512\]' "$f" | grep -q '^min_speedup_referenc
 [ "$(grep -c '^; k: generated' "$f")" = 2 ] || fail "--only should add its comment line and keep the first"
 python3 "$script" "$here/run_a.json" --kernel k --margin 0.8 --only '/s4$' --thresholds-dir "$dir" >/dev/null
 [ "$(grep -c '^; k: generated' "$f")" = 2 ] || fail "the same --only twice should replace its comment line"
+# what the loader (harness/thresholds.c) would reject is refused, nothing written: exit 2 and
+# one line naming the file and the field (NaN, a negative or zero speedup, a head_dim of 0, a
+# header longer than inih's 49 characters)
+refuse() {  # refuse <name> <python edit of test t> <file named> <field named> [--kernel K]
+  local name=$1 edit=$2 file=$3 want=$4 kernel=${5:-k} bad=$dir/bad_$1.json out rc=0
+  python3 - "$here/run_a.json" "$bad" "$edit" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); t = d["tests"][0]; exec(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"))
+PY
+  cp "$f" "$dir/before.ini"
+  out=$(python3 "$script" "$bad" --kernel "$kernel" --margin 0.8 --thresholds-dir "$dir" 2>&1) || rc=$?
+  [ "$rc" = 2 ] || fail "$name: exit $rc, expected 2 ($out)"
+  [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "$name: not one line: $out"
+  case $out in "set_thresholds: "*"$file: "*"$want"*) ;; *) fail "$name: '$out' lacks '$file: ... $want'";; esac
+  cmp -s "$f" "$dir/before.ini" || fail "$name: the thresholds file changed"
+}
+refuse nan 't["baselines"]["reference"]["speedup"] = float("nan")' bad_nan.json "'baselines.reference.speedup' is "
+refuse inf 't["roofline_efficiency"] = float("inf")' bad_inf.json "'roofline_efficiency' is "
+refuse negative 't["baselines"]["reference"]["speedup"] = -3.0' bad_negative.json "'baselines.reference.speedup' is "
+refuse zero 't["baselines"]["cudnn"]["speedup"] = 0.0' bad_zero.json "'baselines.cudnn.speedup' is 0"
+refuse roofline 't["roofline_efficiency"] = 1.5' bad_roofline.json "'roofline_efficiency' is 1.5"
+refuse d0 't["head_dim"] = 0' bad_d0.json "'head_dim' is "
+refuse seqlen 't["seqlen_q"] = t["seqlen_k"] = 2**31' bad_seqlen.json "'seqlen_q' is "
+long=my_hopper_plugin_v3_long_kernel_name
+refuse long 'for x in d["tests"]: x["kernel"] = "'$long'"' test_gpu_1.ini "section [$long " $long
+refuse kernel_name 'pass' "--kernel 'a]b'" "expected 1 to 63 characters" 'a]b'
 echo "ok: set_thresholds"
