@@ -127,6 +127,15 @@ for args in "${bad_args[@]}"; do
   git bisect reset >/dev/null 2>&1
 done
 echo "ok: git bisect run stops, marking nothing, on $in_bisect of the bad argument lists"
+# --help prints the usage (0), but under git bisect run a 0 would mark the commit good.
+expect "-eq 0" "--help" "$script" --help
+grep -q "git bisect run" "$work/out.log" || { cat "$work/out.log"; fail "--help does not print the usage"; }
+git bisect start "$c6" "$c1" >/dev/null
+set +e; git bisect run "$script" --help >"$work/run.log" 2>&1; rc=$?; set -e
+[ $rc -ne 0 ] && grep -q "exit code 129" "$work/run.log" && [ "$(marks)" -eq 2 ] ||
+  { cat "$work/run.log"; fail "--help under git bisect run marked a commit"; }
+git bisect reset >/dev/null 2>&1
+echo "ok: --help under git bisect run stops the bisect (exit $rc)"
 
 bisect_run() { # <FAKE_GPU value or empty> <bisect.sh arguments...>
   local fake=$1; shift
