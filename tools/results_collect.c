@@ -216,19 +216,23 @@ static int collect(const char *dir, const char *results_dir, const char *src) {
     return 0;
 }
 
+#define USAGE "usage: attn_results --reset DIR | --collect DIR --results-dir R --source-dir SRC\n"
+
 int main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: %s --reset DIR | --collect DIR --results-dir R --source-dir SRC\n"
-               "  --reset DIR: start a benchmark run: create DIR (and its %s marker) or delete the\n"
+        printf(USAGE "  --reset DIR: start a benchmark run: create DIR (and its %s marker) or delete the\n"
                "    fragments and shared baselines an earlier run left there; refuses a folder it did not make\n"
                "  --collect DIR ...: write R/<gpu>/benchmarks/<date>-<commit>.json from DIR's fragments\n",
-               argv[0], RESET_MARKER);
+               RESET_MARKER);
         return 0;
     }
     if (argc == 3 && !strcmp(argv[1], "--reset")) return reset(argv[2]);
     if (argc == 7 && !strcmp(argv[1], "--collect") && !strcmp(argv[3], "--results-dir") &&
         !strcmp(argv[5], "--source-dir"))
         return collect(argv[2], argv[4], argv[6]);
-    fprintf(stderr, "usage: %s --reset DIR | --collect DIR --results-dir R --source-dir SRC\n", argv[0]);
+    if (argc < 2) fprintf(stderr, "attn_results: expected --reset or --collect\n" USAGE);
+    else if (strcmp(argv[1], "--reset") && strcmp(argv[1], "--collect"))
+        fprintf(stderr, "attn_results: unknown option '%s'\n" USAGE, argv[1]);
+    else fprintf(stderr, "attn_results: %s: wrong arguments after it\n" USAGE, argv[1]);
     return 2;
 }

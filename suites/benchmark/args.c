@@ -1,17 +1,25 @@
 /* attn_benchmark's command line (main.c lists the options) into its context. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "bench.h"
 
-static void usage(const char *why) {
-    fprintf(stderr, "attn_benchmark: %s\nusage: attn_benchmark --name N --kernel K [--plugin L] "
+/* The usage text: on stdout for --help (exit 0), after the reason on stderr (exit 2). */
+static void usage_text(FILE *out) {
+    fprintf(out, "usage: attn_benchmark --name N --kernel K [--plugin L] "
             "--dtype fp16|bf16 --head-dim D --mask full|causal --seqlen S --tokens T --hidden H "
             "--thresholds-dir DIR --tolerance FILE [--fragments DIR]\n"
             "   or: ... --mask M --workload decode|varlen|window --heads H --heads-k HK\n"
-            "       [--batch B --shape QxK] [--sequences QxK+QxK+...] [--page-size P] [--window L:R]\n", why);
+            "       [--batch B --shape QxK] [--sequences QxK+QxK+...] [--page-size P] [--window L:R]\n"
+            "One benchmark of the benchmark matrix (suites/benchmark/main.c says what it does). Exit 0 pass,\n"
+            "1 fail, 77 skipped or not supported, 2 bad arguments or a harness error.\n");
+}
+
+static void usage(const char *why) {
+    fprintf(stderr, "attn_benchmark: %s\n", why);
+    usage_text(stderr);
     exit(2);
 }
 
@@ -56,11 +64,13 @@ void bench_parse_args(bench *bm, int argc, char **argv) {
         {"hidden", 1, 0, 'H'}, {"thresholds-dir", 1, 0, 'D'}, {"tolerance", 1, 0, 'o'},
         {"fragments", 1, 0, 'f'}, {"workload", 1, 0, 'w'}, {"batch", 1, 0, 'b'}, {"heads", 1, 0, 'e'},
         {"heads-k", 1, 0, 'K'}, {"shape", 1, 0, 'S'}, {"sequences", 1, 0, 'Q'}, {"page-size", 1, 0, 'P'},
-        {"window", 1, 0, 'W'}, {0, 0, 0, 0}};
+        {"window", 1, 0, 'W'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *shape = NULL, *sequences = NULL, *window = NULL;
     bm->window_left = bm->window_right = -1;
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    char why[256];
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ATTN_GETOPT_SHORT, opts, NULL)) != -1) {
         switch (c) {
         case 'n': bm->name = optarg; break;
         case 'k': bm->kernel_name = optarg; break;
@@ -82,12 +92,18 @@ void bench_parse_args(bench *bm, int argc, char **argv) {
         case 'Q': sequences = optarg; break;
         case 'P': bm->page_size = positive("--page-size", optarg); break;
         case 'W': window = optarg; break;
-        default: usage("unknown option");
+        case 'h': usage_text(stdout); exit(0);
+        default: usage(attn_getopt_error(c, argv, why, sizeof why));
         }
     }
-    if (optind != argc || !bm->name || !bm->kernel_name || !bm->dtype_name || !bm->mask_name || !bm->head_dim ||
+    if (optind != argc) {
+        snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+        usage(why);
+    }
+    if (!bm->name || !bm->kernel_name || !bm->dtype_name || !bm->mask_name || !bm->head_dim ||
         !bm->thresholds_dir || !bm->tolerance_path)
-        usage("missing or unexpected argument");
+        usage("missing a required option (--name, --kernel, --dtype, --mask, --head-dim, --thresholds-dir, "
+              "--tolerance)");
     if (attn_dtype_parse(bm->dtype_name, &bm->dtype)) usage("--dtype: expected fp16 or bf16");
     if (strcmp(bm->mask_name, "full") && strcmp(bm->mask_name, "causal")) usage("--mask: expected full or causal");
     bm->causal = !strcmp(bm->mask_name, "causal");
