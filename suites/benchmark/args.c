@@ -56,6 +56,34 @@ static int positive(const char *opt, const char *s) {
     return (int)v;
 }
 
+/* Version 2's workloads: their options checked against the workload, into bm */
+static void parse_workload(bench *bm, const char *shape, const char *sequences, const char *window) {
+    bm->workload = attn_workload_parse(bm->workload_name);
+    if (bm->workload <= ATTN_WORKLOAD_CAUSAL) usage("--workload: expected decode, varlen or window");
+    if (bm->seqlen || bm->tokens || bm->hidden || !bm->heads || !bm->heads_k || bm->heads % bm->heads_k)
+        usage("a workload takes --heads and --heads-k (dividing it), not --seqlen, --tokens or --hidden");
+    const int varlen = bm->workload == ATTN_WORKLOAD_VARLEN;
+    if (varlen != (sequences != NULL) || varlen == (shape != NULL))
+        usage("varlen takes --sequences; decode and window take --shape QxK");
+    if ((bm->workload == ATTN_WORKLOAD_DECODE) != (bm->page_size > 0))
+        usage("decode, and only decode, takes --page-size");
+    if ((bm->workload == ATTN_WORKLOAD_WINDOW) != (window != NULL))
+        usage("window, and only window, takes --window L:R");
+    if (window && (sscanf(window, "%d:%d", &bm->window_left, &bm->window_right) != 2 || bm->window_left < -1 ||
+                   bm->window_right < -1 || (bm->window_left < 0 && bm->window_right < 0)))
+        usage("--window: expected L:R, each -1 (unbounded) or >= 0, not both -1");
+    if (bm->causal && bm->window_right > 0) bm->window_right = 0; /* causal is a right bound of 0 */
+    if (sequences) {
+        parse_sequences(bm, sequences);
+    } else {
+        if (!bm->batch || bm->batch > MAX_BENCH_SEQS) usage("--batch: expected 1 to 256 sequences");
+        int q, k;
+        if (parse_qk(shape, &q, &k) || strchr(shape, '+') || q < 1 || k < 1) usage("--shape: expected QxK, both >= 1");
+        bm->nseq = bm->batch;
+        for (int b = 0; b < bm->nseq; b++) bm->lens_q[b] = q, bm->lens_k[b] = k;
+    }
+}
+
 /* Reads and checks the command line into bm; a bad one exits 2 with the usage. */
 void bench_parse_args(bench *bm, int argc, char **argv) {
     static const struct option opts[] = {
@@ -116,28 +144,5 @@ void bench_parse_args(bench *bm, int argc, char **argv) {
         bm->workload_name = bm->mask_name;
         return;
     }
-    bm->workload = attn_workload_parse(bm->workload_name);
-    if (bm->workload <= ATTN_WORKLOAD_CAUSAL) usage("--workload: expected decode, varlen or window");
-    if (bm->seqlen || bm->tokens || bm->hidden || !bm->heads || !bm->heads_k || bm->heads % bm->heads_k)
-        usage("a workload takes --heads and --heads-k (dividing it), not --seqlen, --tokens or --hidden");
-    const int varlen = bm->workload == ATTN_WORKLOAD_VARLEN;
-    if (varlen != (sequences != NULL) || varlen == (shape != NULL))
-        usage("varlen takes --sequences; decode and window take --shape QxK");
-    if ((bm->workload == ATTN_WORKLOAD_DECODE) != (bm->page_size > 0))
-        usage("decode, and only decode, takes --page-size");
-    if ((bm->workload == ATTN_WORKLOAD_WINDOW) != (window != NULL))
-        usage("window, and only window, takes --window L:R");
-    if (window && (sscanf(window, "%d:%d", &bm->window_left, &bm->window_right) != 2 || bm->window_left < -1 ||
-                   bm->window_right < -1 || (bm->window_left < 0 && bm->window_right < 0)))
-        usage("--window: expected L:R, each -1 (unbounded) or >= 0, not both -1");
-    if (bm->causal && bm->window_right > 0) bm->window_right = 0; /* causal is a right bound of 0 */
-    if (sequences) {
-        parse_sequences(bm, sequences);
-    } else {
-        if (!bm->batch || bm->batch > MAX_BENCH_SEQS) usage("--batch: expected 1 to 256 sequences");
-        int q, k;
-        if (parse_qk(shape, &q, &k) || strchr(shape, '+') || q < 1 || k < 1) usage("--shape: expected QxK, both >= 1");
-        bm->nseq = bm->batch;
-        for (int b = 0; b < bm->nseq; b++) bm->lens_q[b] = q, bm->lens_k[b] = k;
-    }
+    parse_workload(bm, shape, sequences, window);
 }
