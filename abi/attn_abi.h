@@ -51,7 +51,8 @@ typedef struct {
     /* Strides in elements, >= 0 (negative: invalid). 0 is allowed for a batch or head stride
      * (a tensor broadcast over it, e.g. K/V over heads); a row stride of 0 is invalid for a
      * tensor with more than one row (Q, O: seqlen_q, or the cu_seqlens_q total; K, V:
-     * seqlen_k, the cu_seqlens_k total, or page_size when paged). */
+     * seqlen_k, the cu_seqlens_k total, or page_size when paged). O is never broadcast: its
+     * head stride is not 0 when heads > 1, nor its batch stride when batch > 1 (dense Q). */
     int64_t q_batch_stride, q_head_stride, q_row_stride;
     int64_t k_batch_stride, k_head_stride, k_row_stride;
     int64_t v_batch_stride, v_head_stride, v_row_stride;

@@ -29,7 +29,8 @@ static int check_cu_seqlens(const char *name, const int32_t *cu, int batch, cons
     return 0;
 }
 
-/* Strides >= 0, and a zero row stride only for a tensor of at most one row (attn_abi.h). Its
+/* Strides >= 0, a zero row stride only for a tensor of at most one row, and no broadcast
+ * output (attn_abi.h). Its
  * rows: Q and O seqlen_q or the packed total, K and V seqlen_k, the packed total or a page's.
  * The cu_seqlens are checked already. */
 static int check_strides(const attn_fwd_params *p, const attn_problem_host *h, char *err, size_t len) {
@@ -52,6 +53,11 @@ static int check_strides(const attn_fwd_params *p, const attn_problem_host *h, c
             return fail(err, len, "%s_row_stride 0 with %lld rows (0 is for a tensor of one row)", t[i].tensor,
                         (long long)t[i].rows);
     }
+    /* O is written: a broadcast output would have several heads or sequences race for it */
+    if (p->o_head_stride == 0 && p->heads > 1)
+        return fail(err, len, "o_head_stride 0 with %d heads (the output cannot be broadcast)", p->heads);
+    if (p->o_batch_stride == 0 && p->batch > 1 && !h->cu_seqlens_q)
+        return fail(err, len, "o_batch_stride 0 with batch %d (the output cannot be broadcast)", p->batch);
     return 0;
 }
 

@@ -279,7 +279,7 @@ START_TEST(simple_refuses_invalid) {
     ck_assert_int_eq(k->fwd(&p, 0), ATTN_UNSUPPORTED);
     p.block_table = arr, p.page_size = 16, p.num_pages = 1, p.block_table_stride = 256, p.seqlen_k = 4000;
     ck_assert_int_eq(k->fwd(&p, 0), ATTN_UNSUPPORTED); /* paged, seqlen_k < 256 x 16: valid */
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 13; i++) {
         p = valid;
         if (i == 0) p.heads_k = 0;
         if (i == 1) p.heads_k = 3;
@@ -293,6 +293,8 @@ START_TEST(simple_refuses_invalid) {
         if (i == 8) p.o_batch_stride = -1;
         if (i == 9) p.q_row_stride = 0;
         if (i == 10) p.v_row_stride = 0;
+        if (i == 11) p.o_head_stride = 0; /* a broadcast output */
+        if (i == 12) p.o_batch_stride = 0;
         const int rc = k->fwd(&p, 0);
         ck_assert_msg(rc != ATTN_OK && rc != ATTN_UNSUPPORTED, "invalid problem %d: simple answered %d", i, rc);
     }

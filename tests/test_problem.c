@@ -404,7 +404,7 @@ START_TEST(problem_strides) {
         snprintf(expect, sizeof expect, "%s -1 must be >= 0", all[i].field);
         CASE(*(int64_t *)((char *)&x.p + all[i].off) = -1, expect);
         CASE_K(*(int64_t *)((char *)&x.p + all[i].off) = -(1ll << 40), "must be >= 0");
-        if (!strstr(all[i].field, "row")) {
+        if (!strstr(all[i].field, "row") && all[i].field[0] != 'o') {
             CASE(*(int64_t *)((char *)&x.p + all[i].off) = 0, NULL); /* broadcast */
             CASE_K(*(int64_t *)((char *)&x.p + all[i].off) = 0, NULL);
         }
@@ -418,9 +418,16 @@ START_TEST(problem_strides) {
     CASE((x.cu_q[1] = x.cu_q[2] = 0, x.cu_q[3] = 1, x.p.q_row_stride = x.p.o_row_stride = 0), NULL); /* one row */
     CASE((x.p.page_size = 1, x.p.seqlen_k = 3, x.used[0] = 3, x.used[1] = 1, x.p.k_row_stride = x.p.v_row_stride = 0),
          NULL); /* pages of one row */
+    /* O is never broadcast: over heads always, over the batch when Q is dense */
+    CASE(x.p.o_head_stride = 0, "o_head_stride 0 with");
+    CASE(x.p.o_batch_stride = 0, NULL); /* packed Q: unused */
     /* dense: seqlen_q, seqlen_k rows */
     attn_fwd_params p = plain();
     char err[256] = "";
+    p.o_batch_stride = 0;
+    ck_assert_int_eq(attn_problem_check(&p, NULL, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "o_batch_stride 0 with batch 2"), "%s", err);
+    p = plain();
     p.seqlen_q = 1, p.q_row_stride = p.o_row_stride = 0; /* decode: one query row */
     ck_assert_msg(!attn_problem_check(&p, NULL, err, sizeof err), "%s", err);
     p.seqlen_k = 2, p.k_row_stride = 0;

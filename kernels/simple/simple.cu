@@ -161,6 +161,8 @@ bool invalid(const attn_fwd_params &p) {
                                p.v_row_stride,   p.o_batch_stride, p.o_head_stride, p.o_row_stride};
     for (int64_t s : strides)
         if (s < 0) return true;
+    if ((p.heads > 1 && p.o_head_stride == 0) || (p.batch > 1 && !p.cu_seqlens_q && p.o_batch_stride == 0))
+        return true; /* a broadcast output: heads or sequences would race for it */
     const bool rows_q = p.seqlen_q > 1, rows_k = (p.block_table ? p.page_size : p.seqlen_k) > 1;
     return (rows_q && (p.q_row_stride == 0 || p.o_row_stride == 0)) ||
            (rows_k && (p.k_row_stride == 0 || p.v_row_stride == 0));
