@@ -265,7 +265,8 @@ static void check_case(ref_check *rc, int sq, int sk, int causal, int batch, int
                               .window_right = f.window_right, .softmax_scale = (double)(float)c->scale,
                               .softcap = (double)(float)f.softcap, .seqlen_q = sqs, .seqlen_k = sks,
                               .max_seqlen_q = sq, .max_seqlen_k = sk};
-    attn_oracle_forward(&pr, c->fq, c->fk, c->fv, c->xo, c->xl);
+    ck_assert_msg(attn_oracle_forward(&pr, c->fq, c->fk, c->fv, c->xo, c->xl) == 0,
+                  "the oracle refused the problem (an invalid case: see attn_abi.h)");
     run_gpu(rc->ref, c);
     double rbound = check_o(c);
     if (c->baseline) check_baseline_o(c, rbound);
