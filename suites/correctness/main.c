@@ -347,15 +347,13 @@ static attn_fwd_params case_shape(const suite *s, const test_case *c) {
     if (c->nseq) { /* what a packed case needs, for attn_kernel_lacks */
         static const attn_problem_desc none;
         attn_problem_desc d = none;
-        d.nseq = c->nseq, d.page_size = c->page_size;
-        memcpy(d.lens_q, c->lens_q, sizeof c->lens_q);
+        attn_problem_set_batch(&d, c->nseq, c->page_size, c->lens_q, c->lens_k); /* as case_problem */
         p.batch = c->nseq;
         if (!attn_problem_q_dense(&d)) p.cu_seqlens_q = stand_in;
+        if (attn_problem_seqused(&d)) p.seqused_k = stand_in;
         if (c->page_size > 0)
-            p.block_table = p.seqused_k = stand_in, p.page_size = c->page_size;
-        else if (attn_problem_kv_cache(&d))
-            p.seqused_k = stand_in;
-        else
+            p.block_table = stand_in, p.page_size = c->page_size;
+        else if (!attn_problem_kv_cache(&d))
             p.cu_seqlens_k = stand_in;
     }
     return p;
