@@ -96,7 +96,8 @@ static int32_t past_entry(int kind, int num_pages, attn_rng *rng) {
     /* just past the pool: from num_pages on, below the far ids */
     const int64_t room = (int64_t)ATTN_SEQS_FAR_PAGE - num_pages, span = num_pages < room ? num_pages : room;
     if (kind == PAST_POOL_END && span > 0) return (int32_t)(num_pages + (int64_t)(r % (uint64_t)span));
-    if (kind == PAST_POOL_END || kind == PAST_FAR) return (int32_t)(ATTN_SEQS_FAR_PAGE + (int64_t)(r % ATTN_SEQS_FAR_PAGE));
+    if (kind == PAST_POOL_END || kind == PAST_FAR)
+        return (int32_t)(ATTN_SEQS_FAR_PAGE + (int64_t)(r % ATTN_SEQS_FAR_PAGE));
     return kind == PAST_STALE ? (int32_t)(r % (uint64_t)num_pages) : -1;
 }
 

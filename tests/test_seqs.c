@@ -153,7 +153,8 @@ START_TEST(suite_matrix) {
                 int n[KINDS];
                 const int past = count_past(x.seqs.block_table, bt->n, p->block_table_stride, bt->seqlen_k, page,
                                             p->num_pages, n);
-                if (past >= KINDS) ck_assert_msg(n[NONE] && n[STALE] && n[POOL_END] && n[FAR], "%s p%d", bt->text, page);
+                if (past >= KINDS)
+                    ck_assert_msg(n[NONE] && n[STALE] && n[POOL_END] && n[FAR], "%s p%d", bt->text, page);
                 if (!p->seqused_k) { /* keys seqlen_k .. width of some sequence: an entry outside the pool */
                     without_used++;
                     ck_assert_int_ge(n[NONE] + n[POOL_END] + n[FAR], 1);
@@ -206,7 +207,8 @@ START_TEST(scale_paged) {
         for (int b = 0; b < bt->n; b++) {
             int64_t top = 0;
             for (int i = 0; i < (bt->seqlen_k[b] + page - 1) / page; i++) {
-                const int64_t at = (int64_t)x.seqs.block_table[(int64_t)b * x.p.block_table_stride + i] * x.p.k_batch_stride;
+                const int32_t page_id = x.seqs.block_table[(int64_t)b * x.p.block_table_stride + i];
+                const int64_t at = (int64_t)page_id * x.p.k_batch_stride;
                 top = at > top ? at : top;
             }
             ck_assert_msg(top >= TWO_31, "seed %llu: sequence %d reads no page past element 2^31",

@@ -469,7 +469,7 @@ static void parse_args(int argc, char **argv, suite *s) {
  * reference's float copies of one sequence's K and V). */
 static int enough_memory(const check_ctx *x, const test_case *c, char *why, size_t len) {
     const int dmax = c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v;
-    const double batch = c->nseq ? c->nseq : x->batch; /* a packed batch: its sequences, none longer than the longest */
+    const double batch = c->nseq ? c->nseq : x->batch; /* packed: its sequences, none longer than the longest */
     double eq = batch * x->heads * c->seqlen_q * dmax;
     double ek = batch * c->heads_k * c->seqlen_k * dmax;
     double scratch = c->nseq ? 8.0 * x->heads * c->seqlen_k * dmax : 0; /* the reference's float K and V of one sequence */
