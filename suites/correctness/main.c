@@ -472,7 +472,7 @@ static int enough_memory(const check_ctx *x, const test_case *c, char *why, size
     const double batch = c->nseq ? c->nseq : x->batch; /* packed: its sequences, none longer than the longest */
     double eq = batch * x->heads * c->seqlen_q * dmax;
     double ek = batch * c->heads_k * c->seqlen_k * dmax;
-    double scratch = c->nseq ? 8.0 * x->heads * c->seqlen_k * dmax : 0; /* the reference's float K and V of one sequence */
+    double scratch = c->nseq ? 8.0 * x->heads * c->seqlen_k * dmax : 0; /* the reference's float K, V of a sequence */
     double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq + scratch) + (256 << 20);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
