@@ -125,8 +125,6 @@ static void read_shapes(const char *name, attn_shape_matrix *m) {
     ck_assert_msg(!attn_shapes_read(path, m, err, sizeof err), "%s", err);
 }
 
-static int head_dim_of(const attn_shape_matrix *m) { return atoi(m->axis[ATTN_SHAPES_HEAD_DIM].value[0]); }
-
 /* Every paged case of the default matrix (packed/<kernel>: a pairwise subset of page sizes x
  * batches, each case its own seed) has a serving engine's table: spare columns, seqlen_k below
  * block_table_stride * page_size, entries past the pages of every kind; some have no
@@ -169,20 +167,35 @@ START_TEST(suite_matrix) {
 }
 END_TEST
 
+/* A scale row's file: its one batch and its page size (0: none). */
+static const attn_shapes_batch *scale_row(const char *name, attn_shape_matrix *m, int *page) {
+    read_shapes(name, m);
+    ck_assert_int_eq(m->n_batches, 1);
+    ck_assert_int_le(m->axis[ATTN_SHAPES_PAGE_SIZE].n, 1);
+    *page = m->axis[ATTN_SHAPES_PAGE_SIZE].n ? atoi(m->axis[ATTN_SHAPES_PAGE_SIZE].value[0]) : 0;
+    return &m->packed[0];
+}
+
+/* The scale row planned with `seed`: K and V past 2^31 elements. */
+static void planned_past_2_31(attn_gpu_problem *x, const attn_shape_matrix *m, const attn_shapes_batch *bt, int page,
+                              uint64_t seed) {
+    const int head_dim = atoi(m->axis[ATTN_SHAPES_HEAD_DIM].value[0]);
+    plan_batch(x, m->heads, head_dim, bt->n, page, bt->seqlen_q, bt->seqlen_k, seed);
+    ck_assert_int_gt(x->st[ATTN_T_K].extent, TWO_31);
+    ck_assert_int_gt(x->st[ATTN_T_V].extent, TWO_31);
+}
+
 /* shapes/large_varlen.txt: K and V packed past 2^31 elements, the last sequence entirely past. */
 START_TEST(scale_varlen) {
     static attn_shape_matrix m;
-    read_shapes("large_varlen.txt", &m);
-    ck_assert_int_eq(m.n_batches, 1);
-    ck_assert_int_eq(m.axis[ATTN_SHAPES_PAGE_SIZE].n, 0);
-    const attn_shapes_batch *bt = &m.packed[0];
+    int page;
+    const attn_shapes_batch *bt = scale_row("large_varlen.txt", &m, &page);
+    ck_assert_int_eq(page, 0);
     attn_gpu_problem x;
-    plan_batch(&x, m.heads, head_dim_of(&m), bt->n, 0, bt->seqlen_q, bt->seqlen_k, 1);
+    planned_past_2_31(&x, &m, bt, page, 1);
     ck_assert_ptr_nonnull(x.p.cu_seqlens_q); /* Q packed too: uneven query counts */
     ck_assert_ptr_nonnull(x.p.cu_seqlens_k);
     ck_assert_ptr_null(x.p.block_table);
-    ck_assert_int_gt(x.st[ATTN_T_K].extent, TWO_31);
-    ck_assert_int_gt(x.st[ATTN_T_V].extent, TWO_31);
     ck_assert_int_ge((int64_t)x.seqs.cu_seqlens_k[bt->n - 1] * x.p.k_row_stride, TWO_31);
     ck_assert_int_ge((int64_t)x.seqs.cu_seqlens_k[bt->n - 1] * x.p.v_row_stride, TWO_31);
     attn_seqs_free(&x.seqs);
@@ -192,18 +205,14 @@ END_TEST
 /* shapes/large_paged.txt: a pool past 2^31 elements, every sequence reading pages past 2^31. */
 START_TEST(scale_paged) {
     static attn_shape_matrix m;
-    read_shapes("large_paged.txt", &m);
-    ck_assert_int_eq(m.n_batches, 1);
-    ck_assert_int_eq(m.axis[ATTN_SHAPES_PAGE_SIZE].n, 1);
-    const attn_shapes_batch *bt = &m.packed[0];
-    const int page = atoi(m.axis[ATTN_SHAPES_PAGE_SIZE].value[0]);
+    int page;
+    const attn_shapes_batch *bt = scale_row("large_paged.txt", &m, &page);
+    ck_assert_int_gt(page, 0);
     for (uint64_t seed = 1; seed <= 8; seed++) {
         attn_gpu_problem x;
-        plan_batch(&x, m.heads, head_dim_of(&m), bt->n, page, bt->seqlen_q, bt->seqlen_k, seed);
+        planned_past_2_31(&x, &m, bt, page, seed);
         ck_assert_ptr_nonnull(x.p.block_table);
         ck_assert_ptr_nonnull(x.p.seqused_k);
-        ck_assert_int_gt(x.st[ATTN_T_K].extent, TWO_31);
-        ck_assert_int_gt(x.st[ATTN_T_V].extent, TWO_31);
         for (int b = 0; b < bt->n; b++) {
             int64_t top = 0;
             for (int i = 0; i < (bt->seqlen_k[b] + page - 1) / page; i++) {
