@@ -352,6 +352,7 @@ static attn_fwd_params case_shape(const suite *s, const test_case *c) {
     p.softmax_scale = 1.0f;
     const void *stand_in = c;
     p.q = p.k = p.v = stand_in, p.o = (void *)stand_in;
+    p.q_row_stride = p.k_row_stride = p.v_row_stride = p.o_row_stride = 1; /* stand-ins: each check lays it out */
     if (c->nseq) { /* what a packed case needs, for attn_kernel_lacks */
         static const attn_problem_desc none;
         attn_problem_desc d = none;
