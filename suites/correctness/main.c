@@ -358,15 +358,13 @@ static attn_fwd_params case_shape(const suite *s, const test_case *c) {
     if (c->nseq) { /* what a packed case needs, for attn_kernel_lacks */
         static const attn_problem_desc none;
         attn_problem_desc d = none;
-        d.nseq = c->nseq, d.page_size = c->page_size;
-        memcpy(d.lens_q, c->lens_q, sizeof c->lens_q);
+        attn_problem_set_batch(&d, c->nseq, c->page_size, c->lens_q, c->lens_k); /* as case_problem */
         p.batch = c->nseq;
         if (!attn_problem_q_dense(&d)) p.cu_seqlens_q = stand_in;
+        if (attn_problem_seqused(&d)) p.seqused_k = stand_in;
         if (c->page_size > 0)
-            p.block_table = p.seqused_k = stand_in, p.page_size = c->page_size;
-        else if (attn_problem_kv_cache(&d))
-            p.seqused_k = stand_in;
-        else
+            p.block_table = stand_in, p.page_size = c->page_size;
+        else if (!attn_problem_kv_cache(&d))
             p.cu_seqlens_k = stand_in;
     }
     return p;
@@ -493,12 +491,15 @@ static void parse_args(int argc, char **argv, suite *s) {
 
 /* The scale rows need tens of GB: with less free GPU memory than a check needs, the case is
  * skipped, saying so (a smaller GPU cannot run it; that is not a pass). The largest check
- * holds q, k, v, o and a copy of o in the dtype, and G, R in float. */
+ * holds q, k, v, o and a copy of o in the dtype, and G, R in float (a packed batch also the
+ * reference's float copies of one sequence's K and V). */
 static int enough_memory(const check_ctx *x, const test_case *c, char *why, size_t len) {
     const int dmax = c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v;
-    double eq = (double)x->batch * x->heads * c->seqlen_q * dmax;
-    double ek = (double)x->batch * c->heads_k * c->seqlen_k * dmax;
-    double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq) + (256 << 20);
+    const double batch = c->nseq ? c->nseq : x->batch; /* packed: its sequences, none longer than the longest */
+    double eq = batch * x->heads * c->seqlen_q * dmax;
+    double ek = batch * c->heads_k * c->seqlen_k * dmax;
+    double scratch = c->nseq ? 8.0 * x->heads * c->seqlen_k * dmax : 0; /* the reference's float K, V of a sequence */
+    double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq + scratch) + (256 << 20);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
     snprintf(why, len, "this case needs about %.1f GiB of GPU memory; %.1f GiB of %.1f GiB are free",
