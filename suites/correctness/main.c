@@ -14,8 +14,8 @@
  * harness error.
  *
  * The files: main.c (arguments, cases, the Check plumbing, the report), context.{h,c} (what
- * a check sees and the helpers it uses), checks_output.c, checks_contract.c and
- * checks_packed.c (the checks), checks.def (the one table of the checks: adding a check is
+ * a check sees and the helpers it uses), checks_output.c, checks_contract.c,
+ * checks_packed.c and checks_inputs.c (the checks), checks.def (the one table of the checks: adding a check is
  * a line there and its function). Problems come from harness/gpu_problem.h only.
  *
  * Isolation: a CUDA context does not survive fork(), so Check runs without forking
