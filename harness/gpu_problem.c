@@ -436,38 +436,54 @@ static int sequence_of(const int32_t *cu, int nseq, int64_t row) {
     return -1;
 }
 
+/* Appends to out[len] from *at, never past its end. */
+static void append(char *out, size_t len, size_t *at, const char *fmt, ...) {
+    if (*at >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(out + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (n > 0) *at = *at + (size_t)n < len ? *at + (size_t)n : len - 1;
+}
+
+/* The block-table entry that maps `page` within its sequence's filled pages, or -1. */
+static int64_t entry_of(const attn_problem_desc *d, const attn_seqs *sq, int64_t page) {
+    for (int64_t at = 0; at < (int64_t)d->nseq * sq->block_table_stride; at++) {
+        const int64_t b = at / sq->block_table_stride, filled = (d->lens_k[b] + d->page_size - 1) / d->page_size;
+        if (sq->block_table[at] == page && at % sq->block_table_stride < filled) return at;
+    }
+    return -1;
+}
+
 /* Row `row` of a packed Q, K or V (rows of [row][heads][dim]) as its sequence and position. */
 static void packed_row_where(const attn_gpu_problem *x, attn_tensor_id t, int64_t row, char *out, size_t len) {
     const attn_problem_desc *d = &x->desc;
     const attn_seqs *sq = &x->seqs;
-    int b = -1;
-    int64_t s = 0;
+    int64_t b = -1, s = 0;
+    size_t at = 0;
     if (t == ATTN_T_Q && attn_problem_q_dense(d)) {
-        b = (int)(row / sq->max_q), s = row % sq->max_q;
+        b = row / sq->max_q, s = row % sq->max_q;
     } else if (t == ATTN_T_Q || (d->page_size == 0 && !attn_problem_kv_cache(d))) {
         const int32_t *cu = t == ATTN_T_Q ? sq->cu_seqlens_q : sq->cu_seqlens_k;
         if ((b = sequence_of(cu, d->nseq, row)) >= 0) s = row - cu[b];
     } else if (d->page_size == 0) { /* the dense cache */
         const int64_t capacity = (int64_t)sq->max_k + ATTN_CACHE_SLACK;
-        b = (int)(row / capacity), s = row % capacity;
+        b = row / capacity, s = row % capacity;
     } else {
-        const int64_t page = row / d->page_size, slot = row % d->page_size;
-        const int64_t n = (int64_t)d->nseq * sq->block_table_stride;
-        int64_t at = 0;
-        while (at < n && sq->block_table[at] != page) at++;
-        if (at == n) {
-            snprintf(out, len, "page %lld row %lld (a spare page: in no sequence's block table)", (long long)page,
-                     (long long)slot);
+        const int64_t page = row / d->page_size, slot = row % d->page_size, e = entry_of(d, sq, page);
+        append(out, len, &at, "page %lld row %lld", (long long)page, (long long)slot);
+        if (e < 0) {
+            append(out, len, &at, " (a spare page: in no sequence's filled pages)");
             return;
         }
-        b = (int)(at / sq->block_table_stride), s = at % sq->block_table_stride * d->page_size + slot;
-        snprintf(out, len, "page %lld row %lld = b=%d s=%lld", (long long)page, (long long)slot, b, (long long)s);
-        return;
+        b = e / sq->block_table_stride, s = e % sq->block_table_stride * d->page_size + slot;
     }
+    if (!at) append(out, len, &at, "row %lld", (long long)row);
     if (b < 0)
-        snprintf(out, len, "row %lld (in no sequence)", (long long)row);
+        append(out, len, &at, " (in no sequence)");
     else
-        snprintf(out, len, "row %lld = b=%d s=%lld", (long long)row, b, (long long)s);
+        append(out, len, &at, " = b=%lld s=%lld%s", (long long)b, (long long)s,
+               t != ATTN_T_Q && s >= d->lens_k[b] ? " (past its seqused_k)" : "");
 }
 
 /* Logical element i of Q, K or V (the view's BHSD order) in the tensor's own coordinates. */
@@ -489,39 +505,34 @@ static float bits_value(attn_dtype dtype, uint32_t bits) {
 }
 
 void attn_input_change_describe(const attn_gpu_problem *x, const attn_input_change *ch, char *out, size_t len) {
-    int n = snprintf(out, len, "input %s modified by fwd: ", ch->name);
-    if (n < 0 || (size_t)n >= len) return;
-    out += n, len -= (size_t)n;
+    size_t at = 0;
+    out[0] = 0;
+    append(out, len, &at, "input %s modified by fwd: ", ch->name);
     if (ch->tensor < 0) {
-        const int table = !strcmp(ch->name, "block_table"), stride = x->seqs.block_table_stride;
-        char at[64];
-        if (table && stride > 0)
-            snprintf(at, sizeof at, "[%llu][%llu]", ch->first / (unsigned)stride, ch->first % (unsigned)stride);
+        const unsigned long long stride = (unsigned)x->seqs.block_table_stride;
+        append(out, len, &at, "%llu of %llu entries differ, the first at %s", ch->count, ch->total, ch->name);
+        if (!strcmp(ch->name, "block_table") && stride > 0)
+            append(out, len, &at, "[%llu][%llu]", ch->first / stride, ch->first % stride);
         else
-            snprintf(at, sizeof at, "[%llu]", ch->first);
-        snprintf(out, len, "%llu of %llu entries differ, the first at %s%s: %d -> %d", ch->count, ch->total, ch->name,
-                 at, (int32_t)ch->was, (int32_t)ch->now);
+            append(out, len, &at, "[%llu]", ch->first);
+        append(out, len, &at, ": %d -> %d", (int32_t)ch->was, (int32_t)ch->now);
         return;
     }
     const attn_tensor_id t = (attn_tensor_id)ch->tensor;
     if (ch->count) {
         char where[256];
         input_where(x, t, ch->first, where, sizeof where);
-        n = snprintf(out, len, "%llu of %llu elements differ, the first at %s: bits 0x%04x -> 0x%04x (%.6g -> %.6g)",
-                     ch->count, ch->total, where, (unsigned)ch->was, (unsigned)ch->now,
-                     bits_value(x->desc.dtype, ch->was), bits_value(x->desc.dtype, ch->now));
-        if (n < 0 || (size_t)n >= len || !ch->guard_count) return;
-        out += n, len -= (size_t)n;
-        n = snprintf(out, len, "; and ");
-        if (n < 0 || (size_t)n >= len) return;
-        out += n, len -= (size_t)n;
+        append(out, len, &at, "%llu of %llu elements differ, the first at %s: bits 0x%04x -> 0x%04x (%.6g -> %.6g)",
+               ch->count, ch->total, where, (unsigned)ch->was, (unsigned)ch->now, bits_value(x->desc.dtype, ch->was),
+               bits_value(x->desc.dtype, ch->now));
+        if (ch->guard_count) append(out, len, &at, "; and ");
     }
     if (!ch->guard_count) return;
     const long long data = x->bytes[t] > 2 * ATTN_GUARD_BYTES ? (long long)(x->bytes[t] - 2 * ATTN_GUARD_BYTES) : 0;
+    append(out, len, &at, "%llu bytes of its %d-byte guard bands written, the first at ", ch->guard_count,
+           ATTN_GUARD_BYTES);
     if (ch->guard_first < 0)
-        snprintf(out, len, "%llu bytes of its %d-byte guard bands written, the first at %s-%lld", ch->guard_count,
-                 ATTN_GUARD_BYTES, ch->name, -ch->guard_first);
+        append(out, len, &at, "%s-%lld", ch->name, -ch->guard_first);
     else
-        snprintf(out, len, "%llu bytes of its %d-byte guard bands written, the first at end+%lld", ch->guard_count,
-                 ATTN_GUARD_BYTES, ch->guard_first - data);
+        append(out, len, &at, "end+%lld", ch->guard_first - data);
 }

@@ -140,7 +140,9 @@ START_TEST(decode_rows_and_cache) {
                             .first = at_row(6, 2, 5, 1), .was = 0x3c00, .now = 0x3c00};
     ck_has(describe(&x, &ch), "(row 5 = b=2 s=1, h=2, d=1)");
     ch.name = "V", ch.tensor = ATTN_T_V, ch.first = at_row(3 * 46, 1, 46 + 40, 4);
-    ck_has(describe(&x, &ch), "(row 86 = b=1 s=40, h=1, d=4)");
+    ck_has(describe(&x, &ch), "(row 86 = b=1 s=40 (past its seqused_k), h=1, d=4)"); /* b=1 has 5 keys */
+    ch.first = at_row(3 * 46, 0, 29, 0);
+    ck_has(describe(&x, &ch), "(row 29 = b=0 s=29, h=0, d=0)");
     attn_seqs_free(&x.seqs);
 }
 END_TEST
@@ -159,7 +161,12 @@ START_TEST(paged_rows_by_page) {
     int spare = 0;
     while (in_table(&x.seqs, spare)) spare++;
     ch.first = at_row(rows, 0, (int64_t)spare * 16 + 15, 0);
-    snprintf(want, sizeof want, "(page %d row 15 (a spare page: in no sequence's block table), h=0, d=0)", spare);
+    snprintf(want, sizeof want, "(page %d row 15 (a spare page: in no sequence's filled pages), h=0, d=0)", spare);
+    ck_has(describe(&x, &ch), want);
+    /* a stale entry past a sequence's filled pages (a serving engine's table) is not the page's owner */
+    x.seqs.block_table[1 * 3 + 0] = page;
+    ch.first = at_row(rows, 1, (int64_t)page * 16 + 1, 3);
+    snprintf(want, sizeof want, "(page %d row 1 = b=0 s=33 (past its seqused_k), h=1, d=3)", page);
     ck_has(describe(&x, &ch), want);
     attn_seqs_free(&x.seqs);
 }
