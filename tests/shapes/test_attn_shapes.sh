@@ -58,7 +58,7 @@ expect_error "attn_shapes: $here/bad_window.txt:6: window: expected L:R" --json 
 expect_error "attn_shapes: $here/nothing.txt: shapes file not found" --cmake P "$here/nothing.txt"
 expect_error "attn_shapes: --checks: no check in group 'nightly'" --checks nightly
 expect_error "attn_shapes: --cmake: PREFIX: expected letters, digits and '_', got 'A B'" --cmake "A B" "$here/good.txt"
-expect_error "attn_shapes: expected --cmake, --json, --checks, --checks-json or --help, got '--list'" --list
+expect_error "attn_shapes: expected --cmake, --json, --checks, --checks-json, --tuned or --help, got '--list'" --list
 expect_error "attn_shapes: expected an option"
 "$tool" --help | grep -q "^usage: attn_shapes" || fail "--help"
 echo "attn_shapes: all checks passed"
