@@ -14,9 +14,9 @@
  * harness error.
  *
  * The files: main.c (arguments, cases, the Check plumbing, the report), context.{h,c} (what
- * a check sees and the helpers it uses), checks_output.c, checks_contract.c,
- * checks_packed.c and checks_inputs.c (the checks), checks.def (the one table of the checks: adding a check is
- * a line there and its function). Problems come from harness/gpu_problem.h only.
+ * a check sees and the helpers it uses), checks_output.c, checks_contract.c, checks_packed.c
+ * and checks_inputs.c (the checks), checks.def (the one table of the checks: adding a check
+ * is a line there and its function). Problems come from harness/gpu_problem.h only.
  *
  * Isolation: a CUDA context does not survive fork(), so Check runs without forking
  * (CK_NOFORK) inside one child process that runs the cases (harness/supervise.h); a case that
