@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -373,4 +374,185 @@ int attn_gpu_problem_restore(attn_gpu_problem *x, const attn_gpu_snapshot *s, cu
 void attn_gpu_snapshot_free(attn_gpu_snapshot *s) {
     for (int t = 0; t < ATTN_N_TENSORS; t++) cudaFree(s->buf[t]);
     memset(s, 0, sizeof *s);
+}
+
+/* ----------------------------------------------------------- inputs unchanged ---- */
+
+void attn_i32_diff(const int32_t *was, const int32_t *now, size_t n, attn_input_change *ch) {
+    ch->count = 0, ch->total = n, ch->first = 0, ch->was = ch->now = 0;
+    for (size_t i = 0; i < n; i++)
+        if (was[i] != now[i]) {
+            if (!ch->count) ch->first = i, ch->was = (uint32_t)was[i], ch->now = (uint32_t)now[i];
+            ch->count++;
+        }
+}
+
+/* Q, K or V against the fill of x->desc.seed (attn_gpu_problem_fill's seeds and sigmas). */
+static int tensor_changes(const attn_gpu_problem *x, attn_tensor_id t, attn_input_change *ch, cudaStream_t stream,
+                          char *err, size_t errlen) {
+    static const char *const names[] = {[ATTN_T_Q] = "Q", [ATTN_T_K] = "K", [ATTN_T_V] = "V"};
+    const attn_tensor_view v = attn_gpu_problem_view(x, t);
+    const float sigma = t == ATTN_T_V ? x->desc.sigma_v : x->desc.sigma_qk;
+    attn_fill_diff d;
+    GP_TRY(attn_diff_fill_view(x->buf[t], x->bytes[t], ATTN_GUARD_BYTES, x->desc.dtype, &v,
+                               x->desc.seed + (uint64_t)t * TENSOR_SEED_STEP, sigma, ATTN_POISON, &d, stream));
+    memset(ch, 0, sizeof *ch);
+    ch->name = names[t], ch->tensor = t;
+    ch->count = d.count, ch->first = d.first, ch->was = d.filled;
+    ch->total = (unsigned long long)v.batch * v.heads * v.seq * v.dim;
+    if (d.count) ch->now = attn_peek_view_bits(attn_gpu_problem_data(x, t), &v, d.first);
+    ch->guard_count = d.guard_count;
+    ch->guard_first = (long long)d.guard_first - ATTN_GUARD_BYTES;
+    return 0;
+}
+
+/* A layout array read back and compared with the host's copy it was uploaded from. */
+static int array_changes(const char *name, const int32_t *dev, const int32_t *host, size_t n, attn_input_change *ch,
+                         cudaStream_t stream, char *err, size_t errlen) {
+    int32_t *now = malloc(n * sizeof *now);
+    if (!now) return fail(err, errlen, "no host memory to read %s back (%zu entries)", name, n);
+    cudaError_t e = cudaMemcpyAsync(now, dev, n * sizeof *now, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    memset(ch, 0, sizeof *ch);
+    ch->name = name, ch->tensor = -1;
+    if (e == cudaSuccess) attn_i32_diff(host, now, n, ch);
+    free(now);
+    if (e != cudaSuccess) return fail(err, errlen, "reading %s back failed: %s", name, cudaGetErrorString(e));
+    return 0;
+}
+
+int attn_gpu_problem_input_changes(const attn_gpu_problem *x, attn_input_change *out, cudaStream_t stream, char *err,
+                                   size_t errlen) {
+    const attn_fwd_params *p = &x->p;
+    const size_t nseq = (size_t)x->desc.nseq;
+    const struct {
+        const char *name;
+        const int32_t *dev, *host;
+        size_t n;
+    } arrays[] = {
+        {"cu_seqlens_q", p->cu_seqlens_q, x->host.cu_seqlens_q, nseq + 1},
+        {"cu_seqlens_k", p->cu_seqlens_k, x->host.cu_seqlens_k, nseq + 1},
+        {"block_table", p->block_table, x->host.block_table, nseq * (size_t)x->seqs.block_table_stride},
+        {"seqused_k", p->seqused_k, x->host.seqused_k, nseq},
+    };
+    int n = 0;
+    for (int t = ATTN_T_Q; t <= ATTN_T_V; t++) {
+        if (tensor_changes(x, (attn_tensor_id)t, &out[n], stream, err, errlen)) return -1;
+        n += out[n].count || out[n].guard_count;
+    }
+    for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++) {
+        if (!arrays[a].dev || !arrays[a].host || !arrays[a].n) continue; /* not given to fwd */
+        if (array_changes(arrays[a].name, arrays[a].dev, arrays[a].host, arrays[a].n, &out[n], stream, err, errlen))
+            return -1;
+        n += out[n].count > 0;
+    }
+    return n;
+}
+
+/* The sequence b with cu[b] <= row < cu[b + 1], or -1. */
+static int sequence_of(const int32_t *cu, int nseq, int64_t row) {
+    for (int b = 0; b < nseq; b++)
+        if (row >= cu[b] && row < cu[b + 1]) return b;
+    return -1;
+}
+
+/* Appends to out[len] from *at, never past its end. */
+static void append(char *out, size_t len, size_t *at, const char *fmt, ...) {
+    if (*at >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(out + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (n > 0) *at = *at + (size_t)n < len ? *at + (size_t)n : len - 1;
+}
+
+/* The block-table entry that maps `page` within its sequence's filled pages, or -1. */
+static int64_t entry_of(const attn_problem_desc *d, const attn_seqs *sq, int64_t page) {
+    for (int64_t at = 0; at < (int64_t)d->nseq * sq->block_table_stride; at++) {
+        const int64_t b = at / sq->block_table_stride, filled = (d->lens_k[b] + d->page_size - 1) / d->page_size;
+        if (sq->block_table[at] == page && at % sq->block_table_stride < filled) return at;
+    }
+    return -1;
+}
+
+/* Row `row` of a packed Q, K or V (rows of [row][heads][dim]) as its sequence and position. */
+static void packed_row_where(const attn_gpu_problem *x, attn_tensor_id t, int64_t row, char *out, size_t len) {
+    const attn_problem_desc *d = &x->desc;
+    const attn_seqs *sq = &x->seqs;
+    int64_t b = -1, s = 0;
+    size_t at = 0;
+    if (t == ATTN_T_Q && attn_problem_q_dense(d)) {
+        b = row / sq->max_q, s = row % sq->max_q;
+    } else if (t == ATTN_T_Q || (d->page_size == 0 && !attn_problem_kv_cache(d))) {
+        const int32_t *cu = t == ATTN_T_Q ? sq->cu_seqlens_q : sq->cu_seqlens_k;
+        if ((b = sequence_of(cu, d->nseq, row)) >= 0) s = row - cu[b];
+    } else if (d->page_size == 0) { /* the dense cache */
+        const int64_t capacity = (int64_t)sq->max_k + ATTN_CACHE_SLACK;
+        b = row / capacity, s = row % capacity;
+    } else {
+        const int64_t page = row / d->page_size, slot = row % d->page_size, e = entry_of(d, sq, page);
+        append(out, len, &at, "page %lld row %lld", (long long)page, (long long)slot);
+        if (e < 0) {
+            append(out, len, &at, " (a spare page: in no sequence's filled pages)");
+            return;
+        }
+        b = e / sq->block_table_stride, s = e % sq->block_table_stride * d->page_size + slot;
+    }
+    if (!at) append(out, len, &at, "row %lld", (long long)row);
+    if (b < 0)
+        append(out, len, &at, " (in no sequence)");
+    else
+        append(out, len, &at, " = b=%lld s=%lld%s", (long long)b, (long long)s,
+               t != ATTN_T_Q && s >= d->lens_k[b] ? " (past its seqused_k)" : "");
+}
+
+/* Logical element i of Q, K or V (the view's BHSD order) in the tensor's own coordinates. */
+static void input_where(const attn_gpu_problem *x, attn_tensor_id t, unsigned long long i, char *out, size_t len) {
+    const attn_tensor_view v = attn_gpu_problem_view(x, t);
+    const unsigned long long e = i % v.dim, s = i / v.dim % v.seq, h = i / v.dim / v.seq % v.heads,
+                             b = i / v.dim / v.seq / v.heads;
+    if (x->desc.nseq == 0) {
+        snprintf(out, len, "(b=%llu, h=%llu, s=%llu, d=%llu)", b, h, s, e);
+        return;
+    }
+    char row[160];
+    packed_row_where(x, t, (int64_t)s, row, sizeof row);
+    snprintf(out, len, "(%s, h=%llu, d=%llu)", row, h, e);
+}
+
+static float bits_value(attn_dtype dtype, uint32_t bits) {
+    return dtype == ATTN_BF16 ? attn_bf16_to_f32((uint16_t)bits) : attn_f16_to_f32((uint16_t)bits);
+}
+
+void attn_input_change_describe(const attn_gpu_problem *x, const attn_input_change *ch, char *out, size_t len) {
+    size_t at = 0;
+    out[0] = 0;
+    append(out, len, &at, "input %s modified by fwd: ", ch->name);
+    if (ch->tensor < 0) {
+        const unsigned long long stride = (unsigned)x->seqs.block_table_stride;
+        append(out, len, &at, "%llu of %llu entries differ, the first at %s", ch->count, ch->total, ch->name);
+        if (!strcmp(ch->name, "block_table") && stride > 0)
+            append(out, len, &at, "[%llu][%llu]", ch->first / stride, ch->first % stride);
+        else
+            append(out, len, &at, "[%llu]", ch->first);
+        append(out, len, &at, ": %d -> %d", (int32_t)ch->was, (int32_t)ch->now);
+        return;
+    }
+    const attn_tensor_id t = (attn_tensor_id)ch->tensor;
+    if (ch->count) {
+        char where[256];
+        input_where(x, t, ch->first, where, sizeof where);
+        append(out, len, &at, "%llu of %llu elements differ, the first at %s: bits 0x%04x -> 0x%04x (%.6g -> %.6g)",
+               ch->count, ch->total, where, (unsigned)ch->was, (unsigned)ch->now, bits_value(x->desc.dtype, ch->was),
+               bits_value(x->desc.dtype, ch->now));
+        if (ch->guard_count) append(out, len, &at, "; and ");
+    }
+    if (!ch->guard_count) return;
+    const long long data = x->bytes[t] > 2 * ATTN_GUARD_BYTES ? (long long)(x->bytes[t] - 2 * ATTN_GUARD_BYTES) : 0;
+    append(out, len, &at, "%llu bytes of its %d-byte guard bands written, the first at ", ch->guard_count,
+           ATTN_GUARD_BYTES);
+    if (ch->guard_first < 0)
+        append(out, len, &at, "%s-%lld", ch->name, -ch->guard_first);
+    else
+        append(out, len, &at, "end+%lld", ch->guard_first - data);
 }

@@ -149,6 +149,32 @@ int attn_gpu_problem_restore(attn_gpu_problem *x, const attn_gpu_snapshot *s, cu
                              size_t errlen);
 void attn_gpu_snapshot_free(attn_gpu_snapshot *s);
 
+/* What fwd changed in its inputs (the check inputs_unchanged): Q, K and V against the fill
+ * they came from (x->desc.seed; on the GPU, attn_diff_fill_view), their guard bands against
+ * the poison, and each layout array fwd was given (cu_seqlens_q, cu_seqlens_k, block_table,
+ * seqused_k) against the host's copy it was uploaded from. */
+typedef struct {
+    const char *name;                /* "Q", "K", "V", "cu_seqlens_q", "cu_seqlens_k", "block_table", "seqused_k" */
+    int tensor;                      /* ATTN_T_Q, ATTN_T_K or ATTN_T_V; -1 for a layout array */
+    unsigned long long count, total; /* elements that differ, of `total` */
+    unsigned long long first;        /* the first's index: logical (the view's order) or in the array */
+    uint32_t was, now;               /* its bits before and after fwd (16 of them for Q, K and V) */
+    unsigned long long guard_count;  /* Q, K, V: bytes of their guard bands written */
+    long long guard_first;           /* the first's offset from the data's start (negative: before it) */
+} attn_input_change;
+enum { ATTN_N_INPUTS = 7 };
+/* Every input of x->p compared: the changed ones into out[ATTN_N_INPUTS] (count or guard_count
+ * > 0). Their number, or -1 with the reason in err. Synchronizes `stream`. */
+int attn_gpu_problem_input_changes(const attn_gpu_problem *x, attn_input_change *out, cudaStream_t stream, char *err,
+                                   size_t errlen);
+/* One line (no newline) for a change of x's input: "input K modified by fwd: 3 of 4096 elements
+ * differ, the first at (page 7 row 3 = b=2 s=35, h=1, d=5): bits 0x3c00 -> 0x3e00 (1 -> 1.5)";
+ * the element in the tensor's own coordinates (dense b, h, s, d; packed rows by sequence;
+ * paged rows by page and the sequence whose block table holds it), an array's by [b][column]. */
+void attn_input_change_describe(const attn_gpu_problem *x, const attn_input_change *ch, char *out, size_t len);
+/* n int32 before (was) and after (now) into ch's count, total, first, was and now. */
+void attn_i32_diff(const int32_t *was, const int32_t *now, size_t n, attn_input_change *ch);
+
 #ifdef __cplusplus
 }
 #endif

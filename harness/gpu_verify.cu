@@ -497,3 +497,89 @@ extern "C" cudaError_t attn_unpack_lse(const float *packed, const int32_t *cu, i
     unpack_lse_kernel<<<256, 256, 0, stream>>>(packed, cu, batch, heads, max_rows, dense, lg);
     return cudaGetLastError();
 }
+
+/* ---- an input against its fill (attn_diff_fill_view) ---------------------------- */
+
+__device__ __forceinline__ unsigned short bits_of(__half x) { return __half_as_ushort(x); }
+__device__ __forceinline__ unsigned short bits_of(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+
+struct DevFillDiff {
+    unsigned long long count, key; /* key: first index << 16 | the fill's bits there */
+    unsigned long long guard_count, guard_first;
+};
+
+/* The fill's value is computed as fill_view_kernel computes it, (T)normal_at(...): the same
+ * code, so the same bits. */
+template <typename T>
+__global__ void fill_diff_kernel(const unsigned char *buf, size_t bytes, size_t guard, attn_tensor_view v,
+                                 unsigned long long n, uint64_t seed, float sigma, unsigned char poison,
+                                 DevFillDiff *out) {
+    const T *data = (const T *)(buf + guard);
+    const uint64_t start = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (uint64_t)gridDim.x * blockDim.x;
+    unsigned long long c = 0, key = ~0ull, gc = 0, gf = ~0ull;
+    for (uint64_t i = start; i < n; i += step) {
+        const unsigned short want = bits_of((T)normal_at(seed, i, sigma)), got = bits_of(data[view_offset(v, i)]);
+        if (want != got) {
+            if (!c) key = i << 16 | want; /* i grows: this thread's first */
+            c++;
+        }
+    }
+    for (uint64_t j = start; j < 2 * guard; j += step) { /* [0, guard), then [bytes - guard, bytes) */
+        const uint64_t at = j < guard ? j : bytes - 2 * guard + j;
+        if (buf[at] != poison) {
+            if (!gc) gf = at;
+            gc++;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        c += __shfl_xor_sync(0xffffffffu, c, off);
+        key = min(key, __shfl_xor_sync(0xffffffffu, key, off));
+        gc += __shfl_xor_sync(0xffffffffu, gc, off);
+        gf = min(gf, __shfl_xor_sync(0xffffffffu, gf, off));
+    }
+    if ((threadIdx.x & 31) == 0 && (c || gc)) {
+        atomicAdd(&out->count, c), atomicMin(&out->key, key);
+        atomicAdd(&out->guard_count, gc), atomicMin(&out->guard_first, gf);
+    }
+}
+
+extern "C" cudaError_t attn_diff_fill_view(const void *buf, size_t bytes, size_t guard, attn_dtype dtype,
+                                           const attn_tensor_view *v, uint64_t seed, float sigma,
+                                           unsigned char poison, attn_fill_diff *out, cudaStream_t stream) {
+    const unsigned long long n = view_elems(v);
+    if (n >> 48 || bytes < 2 * guard) return cudaErrorInvalidValue; /* the index must fit the key's 48 bits */
+    DevFillDiff init = {0, ~0ull, 0, ~0ull}, host;
+    DevFillDiff *dev;
+    cudaError_t e = cudaMallocAsync((void **)&dev, sizeof *dev, stream);
+    if (e != cudaSuccess) return e;
+    e = cudaMemcpyAsync(dev, &init, sizeof init, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess) {
+        const unsigned char *b = (const unsigned char *)buf;
+        if (dtype == ATTN_BF16)
+            fill_diff_kernel<__nv_bfloat16>
+                <<<GRID, BLOCK, 0, stream>>>(b, bytes, guard, *v, n, seed, sigma, poison, dev);
+        else
+            fill_diff_kernel<__half><<<GRID, BLOCK, 0, stream>>>(b, bytes, guard, *v, n, seed, sigma, poison, dev);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&host, dev, sizeof host, cudaMemcpyDeviceToHost, stream);
+    cudaFreeAsync(dev, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess) return e;
+    memset(out, 0, sizeof *out);
+    out->count = host.count;
+    if (host.count) out->first = host.key >> 16, out->filled = (unsigned int)(host.key & 0xffffu);
+    out->guard_count = host.guard_count;
+    out->guard_first = host.guard_count ? host.guard_first : 0;
+    return cudaSuccess;
+}
+
+extern "C" unsigned int attn_peek_view_bits(const void *t, const attn_tensor_view *v, size_t i) {
+    const uint64_t d = i % v->dim, s = i / v->dim % v->seq, h = i / v->dim / v->seq % v->heads,
+                   b = i / v->dim / v->seq / v->heads;
+    const int64_t off = (int64_t)b * v->batch_stride + (int64_t)h * v->head_stride + (int64_t)s * v->row_stride +
+                        (int64_t)d;
+    unsigned short bits = 0;
+    cudaMemcpy(&bits, (const unsigned short *)t + off, sizeof bits, cudaMemcpyDeviceToHost);
+    return bits;
+}

@@ -51,6 +51,21 @@ cudaError_t attn_count_diff_bytes(const void *a, const void *b, size_t n, attn_m
 cudaError_t attn_count_padding_written(const void *o, int64_t extent, int64_t row_stride,
                                        int64_t used, attn_match *out, cudaStream_t stream);
 
+/* An input as attn_fill_normal_view left it? `buf` holds `guard` bytes of `poison`, the
+ * tensor's data, then `guard` bytes of poison again (`bytes` in all). Its logical elements
+ * are compared, bit for bit, with the values the fill gives (seed, sigma), and the guard
+ * bytes with the poison; the padding between rows is not looked at. */
+typedef struct {
+    unsigned long long count, first;             /* elements that differ; the first's logical BHSD index */
+    unsigned int filled;                         /* the fill's 16 bits at `first` */
+    unsigned long long guard_count, guard_first; /* guard bytes not poison; the first's offset in buf */
+} attn_fill_diff;
+cudaError_t attn_diff_fill_view(const void *buf, size_t bytes, size_t guard, attn_dtype dtype,
+                                const attn_tensor_view *v, uint64_t seed, float sigma, unsigned char poison,
+                                attn_fill_diff *out, cudaStream_t stream);
+/* The 16 bits of element i (logical BHSD index) of a tensor through the view. */
+unsigned int attn_peek_view_bits(const void *t, const attn_tensor_view *v, size_t i);
+
 /* The verdict rule's figures for the output p->o (the dtype, through p's strides) against
  * the golden G and low-precision R ([batch][heads][seqlen_q][head_dim] floats on the
  * device). Below 2^32 elements (the index of the worst element is kept in 32 bits). */

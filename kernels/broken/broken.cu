@@ -74,12 +74,16 @@ enum {
     BUG_RACE,               /* lane 0 writes shared memory, its warp reads it, no __syncwarp() */
     /* benchmark fixture: from the 3rd identical call in a row on, nothing is launched */
     BUG_TIMING_CHEAT,
+    /* inputs fixtures: right numbers (up to rounding), but the caller's inputs changed */
+    BUG_Q_SCALED_IN_PLACE,  /* Q multiplied by softmax_scale in the caller's buffer, then scale 1 */
+    BUG_K_SCALED_AND_BACK,  /* K scaled in place for exp2, divided back after: rounded twice */
 };
 
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
 constexpr int kernel_bug(int bug) {
     return bug == BUG_OWN_STREAM || bug == BUG_HOST_SYNC || bug == BUG_ALLOC_IN_FWD ||
-                   bug == BUG_CACHED_SHAPE || bug == BUG_TIMING_CHEAT
+                   bug == BUG_CACHED_SHAPE || bug == BUG_TIMING_CHEAT || bug == BUG_Q_SCALED_IN_PLACE ||
+                   bug == BUG_K_SCALED_AND_BACK
                ? BUG_NONE
                : bug;
 }
@@ -287,6 +291,30 @@ int dispatch(const attn_fwd_params *p, cudaStream_t stream) {
     return bf16 ? launch<__nv_bfloat16, 128, KB>(p, stream) : launch<__half, 128, KB>(p, stream);
 }
 
+/* The inputs fixtures' pre- and post-passes: every element of Q or K (v1 problems: as many
+ * heads as Q) times `factor`, or divided by it, written back into the caller's buffer. */
+template <typename T, bool DIVIDE>
+__global__ void scale_in_place_kernel(void *t, attn_fwd_params p, bool is_k, float factor) {
+    const int64_t seq = is_k ? p.seqlen_k : p.seqlen_q, n = (int64_t)p.batch * p.heads * seq * p.head_dim;
+    const int64_t bs = is_k ? p.k_batch_stride : p.q_batch_stride, hs = is_k ? p.k_head_stride : p.q_head_stride,
+                  rs = is_k ? p.k_row_stride : p.q_row_stride;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t e = i % p.head_dim, r = i / p.head_dim, s = r % seq, bh = r / seq;
+        T *x = (T *)t + bh / p.heads * bs + bh % p.heads * hs + s * rs + e;
+        *x = from_float<T>(DIVIDE ? to_float(*x) / factor : to_float(*x) * factor);
+    }
+}
+
+template <bool DIVIDE>
+int scale_in_place(const void *t, const attn_fwd_params *p, bool is_k, float factor, cudaStream_t stream) {
+    void *w = const_cast<void *>(t); /* BUG: the caller's const input */
+    if (p->dtype == ATTN_BF16)
+        scale_in_place_kernel<__nv_bfloat16, DIVIDE><<<1024, 256, 0, stream>>>(w, *p, is_k, factor);
+    else
+        scale_in_place_kernel<__half, DIVIDE><<<1024, 256, 0, stream>>>(w, *p, is_k, factor);
+    return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
+}
+
 template <int BUG>
 int broken_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (p == nullptr) return kErr;
@@ -339,6 +367,29 @@ int broken_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         attn_fwd_params c = *p;
         c.seqlen_k = first_seqlen_k;
         return dispatch<BUG>(&c, stream);
+    }
+    if constexpr (BUG == BUG_Q_SCALED_IN_PLACE) {
+        /* BUG: the softmax scale folded into Q once, in the caller's buffer, to save a
+         * multiply per score. The output is right (up to Q's rounding); every later call on
+         * the same Q (a second launch, the backward pass) scales it again. */
+        const int rc = scale_in_place<false>(p->q, p, false, p->softmax_scale, stream);
+        if (rc != ATTN_OK) return rc;
+        attn_fwd_params c = *p;
+        c.softmax_scale = 1.f;
+        return dispatch<BUG>(&c, stream);
+    }
+    if constexpr (BUG == BUG_K_SCALED_AND_BACK) {
+        /* BUG: K scaled in place by softmax_scale * log2(e) (scores ready for exp2), the
+         * kernel run with the scale that undoes the log2(e), then K divided back. Each pass
+         * rounds to the dtype, so K's low bits are not what the caller wrote: "restored" is
+         * not bit for bit. The output is right up to that rounding. */
+        const float to_exp2 = p->softmax_scale * 1.44269504f;
+        int rc = scale_in_place<false>(p->k, p, true, to_exp2, stream);
+        if (rc != ATTN_OK) return rc;
+        attn_fwd_params c = *p;
+        c.softmax_scale = 0.693147181f; /* ln 2 */
+        rc = dispatch<BUG>(&c, stream);
+        return rc != ATTN_OK ? rc : scale_in_place<true>(p->k, p, true, to_exp2, stream);
     }
     if constexpr (BUG == BUG_TIMING_CHEAT) {
         /* BUG: a call with exactly the parameters of the previous call (the same q, k, v, o
@@ -393,6 +444,8 @@ const attn_kernel table[] = {
     { "broken_long_split_lost", broken_fwd<BUG_LONG_SPLIT_LOST> },
     { "broken_race", broken_fwd<BUG_RACE> },
     { "broken_timing_cheat", broken_fwd<BUG_TIMING_CHEAT> },
+    { "broken_q_scaled_in_place", broken_fwd<BUG_Q_SCALED_IN_PLACE> },
+    { "broken_k_scaled_and_back", broken_fwd<BUG_K_SCALED_AND_BACK> },
 };
 
 #if ATTN_ABI_VERSION >= 2

@@ -1,5 +1,6 @@
 /* libattn_broken, version 2: deliberately broken kernels of version 2's features (grouped KV
- * heads, windows, softcap, head_dim_v, packed and paged layouts, seqused_k). Each kernel is
+ * heads, windows, softcap, head_dim_v, packed and paged layouts, seqused_k, the layout arrays
+ * left as given). Each kernel is
  * one known bug in an otherwise correct kernel; "broken_v2_none" is the same template with no bug, a control that must pass
  * everything (so a failure of the others comes from their bug, not from this copy).
  *
@@ -47,6 +48,8 @@ enum {
     BUG_PAGE_COUNT_FROM_STRIDE, /* paged: a sequence's stored keys taken as block_table_stride *
                                   page_size, not seqlen_k (seqused_k still honoured) */
     BUG_PACKED_INT32_OFFSETS,  /* element offsets (packed rows, pages) wrapped to 32 bits */
+    BUG_BLOCK_TABLE_SANITIZED, /* the block table's entries past a sequence's pages (-1)
+                                  rewritten as page 0 in the caller's table: right output */
 };
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
@@ -193,6 +196,17 @@ int launch_for_dims(const attn_fwd_params *p, cudaStream_t stream) {
                        : launch<T, 8, BUG>(p, stream);
 }
 
+/* BUG_BLOCK_TABLE_SANITIZED's pre-pass, one block a sequence: the entries of sequence b's row
+ * of the block table past the pages its keys fill set to page 0, in the caller's table. */
+__global__ void sanitize_block_table_kernel(const attn_fwd_params p) {
+    const int b = blockIdx.x;
+    int keys = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
+    if (p.seqused_k) keys = min(keys, max(p.seqused_k[b], 0));
+    int32_t *row = const_cast<int32_t *>(p.block_table) + (int64_t)b * p.block_table_stride; /* BUG: const */
+    for (int col = (keys + p.page_size - 1) / p.page_size + threadIdx.x; col < p.block_table_stride; col += blockDim.x)
+        row[col] = 0;
+}
+
 template <int BUG>
 int broken_v2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     if (in == nullptr) return kErr;
@@ -216,8 +230,18 @@ int broken_v2_fwd(const attn_fwd_params *in, cudaStream_t stream) {
                 return kErr;
         }
     }
-    return p.dtype == ATTN_BF16 ? launch_for_dims<__nv_bfloat16, BUG>(&p, stream)
-                                : launch_for_dims<__half, BUG>(&p, stream);
+    if constexpr (BUG == BUG_BLOCK_TABLE_SANITIZED) { /* BUG: the caller's block table rewritten */
+        /* so that a prefetch of the page after a sequence's last never reads page -1: the
+         * kernel never reads those entries, but the serving engine that owns the table marks
+         * free entries with -1 (or keeps a page it will reuse there) */
+        if (p.block_table != nullptr && p.page_size > 0) {
+            sanitize_block_table_kernel<<<p.batch, 32, 0, stream>>>(p);
+            if (cudaGetLastError() != cudaSuccess) return kErr;
+        }
+    }
+    constexpr int KB = BUG == BUG_BLOCK_TABLE_SANITIZED ? BUG_NONE : BUG; /* a host-side bug: the control's */
+    return p.dtype == ATTN_BF16 ? launch_for_dims<__nv_bfloat16, KB>(&p, stream)
+                                : launch_for_dims<__half, KB>(&p, stream);
 }
 
 constexpr uint32_t kAllCaps = ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP |
@@ -243,6 +267,7 @@ const attn_kernel table[] = {
     { "broken_pages_past_used", broken_v2_fwd<BUG_PAGES_PAST_USED>, kAllCaps, 0, nullptr },
     { "broken_page_count_from_stride", broken_v2_fwd<BUG_PAGE_COUNT_FROM_STRIDE>, kAllCaps, 0, nullptr },
     { "broken_packed_int32_offsets", broken_v2_fwd<BUG_PACKED_INT32_OFFSETS>, kAllCaps, 0, nullptr },
+    { "broken_block_table_sanitized", broken_v2_fwd<BUG_BLOCK_TABLE_SANITIZED>, kAllCaps, 0, nullptr },
 };
 
 } // namespace

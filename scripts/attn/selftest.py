@@ -11,8 +11,9 @@ The matrix: shapes/selftest.txt, one attn_correctness process per (dtype, head d
 and with --features the version-2 features matrix (shapes/features.txt), one process per
 kernel running the rows of its pairwise covering array with the correctness checks, as the
 features/<kernel> tests do, and with --packed the packed batches (shapes/packed.txt: varlen,
-paged, seqused_k), their pairwise rows with the check 'packed', as packed/<kernel> does. A
-kernel without a feature reports those cases not supported, without a launch.
+paged, seqused_k), their pairwise rows with the checks 'packed' and 'inputs_unchanged', as
+packed/<kernel> does. A kernel without a feature reports those cases not supported, without a
+launch.
 
 Python never parses a shapes file: attn_shapes --json FILE gives each matrix, and
 attn_shapes --checks-json the check table, the one source of the check names.
@@ -37,7 +38,7 @@ PROG = "selftest"
 # group's, then the kernel contract's (stream_order, graph_capture and interleaved catch the
 # broken kernels whose numbers are right: own stream, host sync, allocation in fwd, a shape
 # cached across calls), then the packed batches' own ('packed': only a packed case runs it,
-# and a packed case runs only it)
+# and a packed case runs only it and inputs_unchanged)
 CONTRACT_GROUPS = ("correctness", "contract")
 
 
@@ -59,6 +60,19 @@ CONTROLS = {"broken_none", "broken_v2_none"}
 # the autotuner's fixture: its fwd is the control; its bugs sit behind its tunables, which
 # attn_tune's selftest (tests/tune_selftest.py) must reject
 TUNER_FIXTURES = {"broken_tunable"}
+# fixtures that prove one check: SURVIVED unless that check caught them, whatever else did
+# (the inputs fixtures' outputs are right, up to rounding: only inputs_unchanged is there to see them)
+MUST_BE_CAUGHT_BY = {"broken_q_scaled_in_place": "inputs_unchanged", "broken_k_scaled_and_back": "inputs_unchanged",
+                     "broken_block_table_sanitized": "inputs_unchanged"}
+
+
+def broken_verdict(kernel, counts, n_failed):
+    """A broken kernel's verdict and whether the selftest passes it: caught by some check, by its
+    own where MUST_BE_CAUGHT_BY names one."""
+    check = MUST_BE_CAUGHT_BY.get(kernel)
+    if check and not counts.get(check):
+        return f"SURVIVED: {check} did not catch it", False
+    return ("caught", True) if n_failed else ("SURVIVED: no check caught it", False)
 
 # the axes each group of the selftest splits or lists itself; every other axis of the file
 # (harness/axes.def) goes to attn_correctness as --<key with '-' for '_'>
@@ -189,8 +203,8 @@ def main():
             verdict = "clean (correct kernel)" if n_failed == 0 else "FALSE ALARM: a correct kernel failed"
             ok &= n_failed == 0
         else:
-            verdict = "caught" if n_failed else "SURVIVED: no check caught it"
-            ok &= n_failed > 0
+            verdict, caught = broken_verdict(k, counts, n_failed)
+            ok &= caught
         matrix[k] = {"cases": len(rs), "cases_failed": n_failed, "checks": counts, "verdict": verdict,
                      "failed_tests": [n for n, f in rs if f]}
         lines.append(f"| {k} | {n_failed}/{len(rs)} | " + " | ".join(str(counts[c]) for c in columns) + f" | {verdict} |")

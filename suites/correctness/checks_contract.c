@@ -1,6 +1,8 @@
 /* The kernel contract (group contract in checks.def): fwd only enqueues, on the stream it is
  * given (stream_order); it captures into a CUDA graph (graph_capture); it keeps no state
- * across calls (interleaved). And 'launch': one fwd, nothing judged, for compute-sanitizer. */
+ * across calls (interleaved); after each of their launches the inputs are verified for the
+ * check inputs_unchanged (checks_inputs.c). And 'launch': one fwd, nothing judged, for
+ * compute-sanitizer. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +29,7 @@ static outcome gated_launch(check_ctx *c, attn_gpu_problem *x, const attn_gpu_sn
     launch_result lr = fwd_result(c, x, rc);
     if (lr == LAUNCH_OK) lr = wait_kernel(c, s);
     if (lr != LAUNCH_OK) return launch_outcome(lr);
+    verify_inputs(c, x, "stream_order");
     if (blocked || attn_gate_timed_out(gate)) {
         say(c, "  fwd did not return while its stream was held (the gate opened by its %d s timeout): "
             "fwd waits for the GPU (cudaDeviceSynchronize, cudaStreamSynchronize, a blocking copy or "
@@ -133,6 +136,7 @@ static int replay_graph(check_ctx *c, attn_gpu_problem *x, cudaGraphExec_t exec,
         say(c, "  %s failed: %s\n", what, cudaGetErrorString(cudaGetLastError()));
         return 1;
     }
+    verify_inputs(c, x, "graph_capture");
     return judge_all(c, x, what);
 }
 
@@ -169,6 +173,7 @@ static outcome interleaved_call(check_ctx *c, attn_gpu_problem *x, const attn_pr
         if (lr == LAUNCH_FAILED) say(c, "  (in %s)\n", what);
         return launch_outcome(lr);
     }
+    verify_inputs(c, x, "interleaved");
     if (judge_all(c, x, what)) {
         say(c, "  the kernel keeps state across calls (a shape, a pointer or a plan from an earlier "
             "call): calls alternated between two problems of different sizes\n");

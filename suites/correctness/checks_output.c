@@ -20,6 +20,7 @@ outcome check_accuracy(check_ctx *c) {
     d.with_lse = 0;
     int fail;
     outcome oc = prepare(c, &x, &d, "accuracy", &fail);
+    if (!fail) verify_inputs(c, &x, "accuracy");
     if (!fail) oc = judge_output(c, &x, "output") ? CHECK_FAIL : CHECK_PASS;
     attn_gpu_problem_free(&x);
     return oc;
@@ -239,6 +240,7 @@ outcome check_lse(check_ctx *c) {
     int fail;
     outcome oc = prepare(c, &x, &d, "lse", &fail);
     if (!fail) {
+        verify_inputs(c, &x, "lse");
         attn_match nan, untouched;
         if (attn_count_nan_f32(x.p.lse, x.rows, &nan, &untouched, c->stream) != cudaSuccess) {
             say(c, "  counting LSE poison on the GPU failed\n");

@@ -147,6 +147,7 @@ outcome check_packed(check_ctx *c) {
     outcome oc = CHECK_FAIL;
     if (!build_problem(c, &x, &d)) {
         launch_result lr = packed_launch(c, &x);
+        if (lr == LAUNCH_OK) verify_inputs(c, &x, "packed");
         oc = lr == LAUNCH_UNSUPPORTED ? CHECK_UNSUPPORTED
            : lr == LAUNCH_OK          ? (packed_judge(c, &x) ? CHECK_FAIL : packed_contract(c, &x))
                                       : CHECK_FAIL;

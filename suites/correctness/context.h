@@ -41,6 +41,10 @@ typedef struct {
     char failed_checks[256]; /* the failed checks' names, comma-separated */
     char msg[32768];         /* the current check's failure message */
     size_t msg_len;
+    /* fwd's inputs after this case's launches (verify_inputs, the check inputs_unchanged):
+     * the problems verified, and what the first changed one showed ("" none) */
+    int inputs_verified;
+    char inputs_changed[4096];
 } check_ctx;
 
 typedef enum { CHECK_PASS, CHECK_FAIL, CHECK_UNSUPPORTED } outcome;
@@ -88,6 +92,9 @@ launch_result wait_kernel(check_ctx *c, cudaStream_t stream);
 launch_result run_kernel(check_ctx *c, attn_gpu_problem *x);
 /* A launch that was not right as the check's outcome. */
 outcome launch_outcome(launch_result lr);
+/* After a launch of `check` on x: its inputs compared with what they were before
+ * (checks_inputs.c), the first change of the case kept for the check inputs_unchanged. */
+void verify_inputs(check_ctx *c, const attn_gpu_problem *x, const char *check);
 
 /* The verdict rule for O against x's references, the LSE rule for its LSE; 0 pass, or 1
  * with the figures and the worst element in msg. judge_lse's *max_abs_g (optional) gets the

@@ -14,9 +14,9 @@
  * harness error.
  *
  * The files: main.c (arguments, cases, the Check plumbing, the report), context.{h,c} (what
- * a check sees and the helpers it uses), checks_output.c, checks_contract.c and
- * checks_packed.c (the checks), checks.def (the one table of the checks: adding a check is
- * a line there and its function). Problems come from harness/gpu_problem.h only.
+ * a check sees and the helpers it uses), checks_output.c, checks_contract.c, checks_packed.c
+ * and checks_inputs.c (the checks), checks.def (the one table of the checks: adding a check
+ * is a line there and its function). Problems come from harness/gpu_problem.h only.
  *
  * Isolation: a CUDA context does not survive fork(), so Check runs without forking
  * (CK_NOFORK) inside one child process that runs the cases (harness/supervise.h); a case that
@@ -203,7 +203,8 @@ static void usage_text(FILE *out) {
     fprintf(out, ");\n        --pairwise: the rows of a pairwise covering array of them instead;\n"
             "        --shard K/N: of those, the cases i with i %% N == K (a test split over N processes)\n"
             "packed cases: a shape QxK+QxK+... (sequences of their own lengths, 0 allowed) or a page\n"
-            "        size P > 0 (K and V in a shuffled pool of P-row pages) runs only the check 'packed'\n"
+            "        size P > 0 (K and V in a shuffled pool of P-row pages) runs only 'packed' and\n"
+            "        'inputs_unchanged'\n"
             "checks: the names --list-checks prints (name, group, summary); by default those of group\n"
             "        correctness; contract: the kernel contract; launch: one fwd, nothing judged (for\n"
             "        compute-sanitizer); packed: a packed case's\n"
@@ -536,6 +537,7 @@ static int child_init(void *ctx) {
 static attn_case_verdict run_checks(check_ctx *x, const char *checks, double t0) {
     const test_case *c = x->tc;
     x->n_unsupported = 0, x->failed_checks[0] = 0, x->unsupported[0] = 0;
+    x->inputs_verified = 0, x->inputs_changed[0] = 0;
     current_ctx = x;
     SRunner *sr = srunner_create(make_suite(c->label, checks));
     srunner_set_fork_status(sr, CK_NOFORK);
@@ -580,7 +582,7 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
         printf("CASE %s SKIPPED: %s\n", c->label, why);
         v = ATTN_CASE_SKIPPED;
     } else {
-        v = run_checks(x, c->nseq ? "packed" : s->checks, t0); /* a packed case has its own check */
+        v = run_checks(x, c->nseq ? "packed,inputs_unchanged" : s->checks, t0); /* a packed case's own */
     }
     cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
     cudaError_t e = cudaDeviceSynchronize();

@@ -94,6 +94,15 @@ class Shapes(unittest.TestCase):
         self.assertIn("--page-size", packed[3])
         self.assertEqual(packed[3][packed[3].index("--shapes") + 1].split(",")[1], "239x1+5x5+64x300+1000x1000")
 
+    def test_selftest_verdict(self):
+        """A fixture that proves a check survives unless that check caught it."""
+        self.assertEqual(selftest.broken_verdict("broken_batch_stride", {"accuracy": 3}, 3), ("caught", True))
+        self.assertEqual(selftest.broken_verdict("broken_batch_stride", {}, 0), ("SURVIVED: no check caught it", False))
+        self.assertEqual(selftest.broken_verdict("broken_q_scaled_in_place", {"determinism": 9, "inputs_unchanged": 0},
+                                                 9), ("SURVIVED: inputs_unchanged did not catch it", False))
+        self.assertEqual(selftest.broken_verdict("broken_block_table_sanitized", {"inputs_unchanged": 2}, 2),
+                         ("caught", True))
+
     def test_peers_matrix(self):
         cases = peers.read_shapes("shapes/benchmark.txt", json_text=fixture("shapes_benchmark.json"))
         self.assertEqual(len(cases), 48)
