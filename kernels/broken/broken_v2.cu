@@ -273,6 +273,7 @@ const attn_kernel table[] = {
 } // namespace
 
 /* For broken.cu, which lists these after its own kernels (the plugin's one table). */
+static_assert(sizeof table / sizeof table[0] <= 32, "broken.cu's combined table holds 32 of these");
 extern "C" const attn_kernel *broken_v2_kernels(int *count) {
     *count = (int)(sizeof table / sizeof table[0]);
     return table;

@@ -43,6 +43,7 @@ typedef struct {
     size_t msg_len;
     /* fwd's inputs after this case's launches (verify_inputs, the check inputs_unchanged):
      * the problems verified, and what the first changed one showed ("" none) */
+    int verify_inputs; /* inputs_unchanged is in the case's checks: else nothing reads them back */
     int inputs_verified;
     char inputs_changed[4096];
 } check_ctx;

@@ -538,6 +538,7 @@ static attn_case_verdict run_checks(check_ctx *x, const char *checks, double t0)
     const test_case *c = x->tc;
     x->n_unsupported = 0, x->failed_checks[0] = 0, x->unsupported[0] = 0;
     x->inputs_verified = 0, x->inputs_changed[0] = 0;
+    x->verify_inputs = listed(checks, "inputs_unchanged"); /* the large and long tests don't list it */
     current_ctx = x;
     SRunner *sr = srunner_create(make_suite(c->label, checks));
     srunner_set_fork_status(sr, CK_NOFORK);
