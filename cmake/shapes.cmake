@@ -23,23 +23,6 @@ function(_attn_fatal msg)
   message(FATAL_ERROR " ${msg}")
 endfunction()
 
-# A text file as a list of its lines; ';', '[', ']' and '\' would break CMake's list splitting,
-# so they come back as <semicolon>, <bracket> and <backslash> (cmake/tuned.cmake's parser rejects them
-# outside comments; it and _attn_shapes_error stay here for it).
-function(_attn_file_lines file out)
-  file(READ "${file}" content)
-  string(REPLACE ";" "<semicolon>" content "${content}")
-  string(REPLACE "[" "<bracket>" content "${content}")
-  string(REPLACE "]" "<bracket>" content "${content}")
-  string(REPLACE "\\" "<backslash>" content "${content}") # before a ';' it would join two lines
-  string(REPLACE "\n" ";" lines "${content}")
-  set(${out} "${lines}" PARENT_SCOPE)
-endfunction()
-
-function(_attn_shapes_error file line msg)
-  _attn_fatal("${file}:${line}: ${msg}")
-endfunction()
-
 set(_ATTN_SHAPES_ROOT "${CMAKE_CURRENT_LIST_DIR}/..")
 
 # attn_shapes built from the sources of its target (tools/CMakeLists.txt) with the C compiler
@@ -53,8 +36,10 @@ function(_attn_shapes_program out)
     _attn_fatal("attn_read_shapes: no C compiler to build attn_shapes (script mode: pass -DATTN_SHAPES_PROGRAM=<attn_shapes>)")
   endif()
   set(r "${_ATTN_SHAPES_ROOT}")
-  set(sources "${r}/harness/shapes.c" "${r}/harness/pairwise.c" "${r}/tools/shapes.c")
-  set(inputs ${sources} "${r}/harness/shapes.h" "${r}/harness/axes.def" "${r}/harness/pairwise.h" "${r}/harness/checks.def")
+  set(sources "${r}/harness/shapes.c" "${r}/harness/pairwise.c" "${r}/harness/tuned.c" "${r}/harness/text_file.c"
+              "${r}/tools/shapes.c")
+  set(inputs ${sources} "${r}/harness/shapes.h" "${r}/harness/axes.def" "${r}/harness/pairwise.h" "${r}/harness/checks.def"
+             "${r}/harness/tuned.h" "${r}/harness/text_file.h")
   set(exe "${CMAKE_BINARY_DIR}/CMakeFiles/attn_shapes/attn_shapes")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${inputs})
   foreach(f IN LISTS inputs)

@@ -1,18 +1,19 @@
 /* The plugin loader's checks of a kernel table (kernels/plugin.c) and what a kernel takes
  * (kernels/capability.c), on tables built from the input; no GPU. The input is text, a line each:
- *   abi N                 the ABI version attn_plugin_kernels reports (default 2)
+ *   abi N                 the ABI version attn_plugin_kernels reports (default ATTN_ABI_VERSION);
+ *                         1 and 2 serve the table in their own entry layouts
  *   count N               the count it reports (default: the kernel lines; never more than them,
  *                         as a table shorter than its count is the plugin's own undefined behaviour)
- *   kernel NAME|NULL [nofwd] [caps N] [dtypes N] [head_dims NULL|D...]
+ *   kernel NAME|NULL [nofwd] [caps N] [dtypes N] [head_dims NULL|D...] [pairs NULL|D DV...]
  *   tuning N|NULL [nofacts] [nofwd_config] [noconfig_for] [nodefault_for] [notunables]
  *   tunable NAME|NULL COUNT [novalues]
  *   problem KEY VALUE...  keys dtype, head_dim, head_dim_v, heads, heads_k, window L R, causal,
  *                         softcap, varlen, paged, seqused: a problem every loaded kernel is asked about
  * (numbers in C's forms: 12, 0x7f, -1). Anything else is skipped, so that every input makes a
  * table. The table is served by libfuzz_plugin_table.so (fuzz/plugin_table.c), loaded by
- * attn_plugin_load as a user's plugin is. Beyond memory and UB errors: a loaded table has valid,
- * distinct names and fwd functions; every error names the plugin; a kernel's reason for not
- * taking a problem is the buffer given and names the kernel. */
+ * attn_plugin_load as a user's plugin is. Beyond memory and UB errors: every entry of a loaded
+ * table passes attn_kernel_entry_check, with a name of its own; every error names the plugin;
+ * a kernel's reason for not taking a problem is the buffer given and names the kernel. */
 #define _GNU_SOURCE /* strtok_r, readlink */
 #include <dlfcn.h>
 #include <limits.h>
@@ -24,17 +25,27 @@
 #include "fuzz_util.h"
 #include "registry.h"
 
-enum { MAX_KERNELS = 64, MAX_DIMS = 64, MAX_TUNABLES = 16, MAX_PROBLEMS = 16 };
+/* MAX_PAIRS: past the loader's 256, so that its refusal of a longer list is reached */
+enum { MAX_KERNELS = 64, MAX_DIMS = 64, MAX_PAIRS = 300, MAX_TUNABLES = 16, MAX_PROBLEMS = 16 };
 
-typedef struct { /* the version-1 entry (plugin.c's attn_kernel_v1) */
+typedef int (*fwd_fn)(const attn_fwd_params *p, cudaStream_t stream);
+typedef struct { /* the version-1 entry (tests/abi_v1/attn_abi.h) */
     const char *name;
-    int (*fwd)(const attn_fwd_params *p, cudaStream_t stream);
+    fwd_fn fwd;
 } kernel_v1;
+typedef struct { /* the version-2 entry (tests/abi_v2/attn_abi.h) */
+    const char *name;
+    fwd_fn fwd;
+    uint32_t caps, dtypes;
+    const int *head_dims;
+} kernel_v2;
 
 typedef struct {
     attn_kernel k[MAX_KERNELS];
     kernel_v1 v1[MAX_KERNELS];
+    kernel_v2 v2[MAX_KERNELS];
     int dims[MAX_KERNELS][MAX_DIMS + 1];
+    int pairs[MAX_KERNELS][2 * MAX_PAIRS + 2]; /* two 0s after the last value: a pair never reads past */
     int n, count, abi, has_count;
     attn_tuning tuning;
     int has_tuning;
@@ -94,21 +105,29 @@ static const char *name_word(char **save) {
     return w && strcmp(w, "NULL") ? w : NULL; /* points into the input's text, as a plugin's names point into it */
 }
 
+/* a kernel line: its numbers go to the list last named (head_dims or pairs), 0-terminated */
 static void parse_kernel(table *t, char **save) {
     if (t->n == MAX_KERNELS) return;
-    int i = t->n++, nd = 0;
+    int i = t->n++, nd = 0, np = 0;
+    const int **list = NULL;
     attn_kernel *k = &t->k[i];
     *k = (attn_kernel){.name = name_word(save), .fwd = fwd};
     for (const char *w; (w = strtok_r(NULL, " \t", save));) {
+        long x = strtol(w, NULL, 0);
         if (!strcmp(w, "nofwd")) k->fwd = NULL;
         else if (!strcmp(w, "caps")) k->caps = (uint32_t)number(save);
         else if (!strcmp(w, "dtypes")) k->dtypes = (uint32_t)number(save);
-        else if (!strcmp(w, "head_dims")) k->head_dims = t->dims[i];
-        else if (!strcmp(w, "NULL")) k->head_dims = NULL;
-        else if (k->head_dims && nd < MAX_DIMS && strtol(w, NULL, 0)) t->dims[i][nd++] = (int)strtol(w, NULL, 0);
+        else if (!strcmp(w, "head_dims")) list = &k->head_dims, k->head_dims = t->dims[i];
+        else if (!strcmp(w, "pairs")) list = &k->head_dim_pairs, k->head_dim_pairs = t->pairs[i];
+        else if (!strcmp(w, "NULL") && list) *list = NULL;
+        else if (x < INT_MIN || x > INT_MAX || !x || !list || !*list) continue;
+        else if (list == &k->head_dims && nd < MAX_DIMS) t->dims[i][nd++] = (int)x;
+        else if (list == &k->head_dim_pairs && np < 2 * MAX_PAIRS) t->pairs[i][np++] = (int)x;
     }
     t->dims[i][nd] = 0;
+    t->pairs[i][np] = t->pairs[i][np + 1] = 0;
     t->v1[i] = (kernel_v1){k->name, k->fwd};
+    t->v2[i] = (kernel_v2){k->name, k->fwd, k->caps, k->dtypes, k->head_dims};
 }
 
 static void parse_tuning(table *t, char *first, char **save) {
@@ -176,8 +195,9 @@ static void parse(table *t, char *text) {
 
 /* what the loader promises of a table it returns */
 static void check_loaded(const attn_kernel *k, int n) {
+    char why[512];
     for (int i = 0; i < n; i++) {
-        if (!attn_kernel_name_valid(k[i].name) || !k[i].fwd) fuzz_fail("kernel #%d loaded without a valid name or fwd", i);
+        if (attn_kernel_entry_check(&k[i], i, why, sizeof why)) fuzz_fail("kernel #%d loaded, yet: %s", i, why);
         for (int j = 0; j < i; j++)
             if (!strcmp(k[i].name, k[j].name)) fuzz_fail("kernel name '%s' loaded twice", k[i].name);
     }
@@ -195,7 +215,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = fuzz_text(data, size), err[1024], head[4200];
     memset(&t, 0, sizeof t);
     parse(&t, text);
-    *plugin.kernels = t.abi == 1 ? (const attn_kernel *)(const void *)t.v1 : t.k;
+    *plugin.kernels = t.abi == 1 ? (const attn_kernel *)(const void *)t.v1
+                    : t.abi == 2 ? (const attn_kernel *)(const void *)t.v2
+                                 : t.k;
     *plugin.count = t.count;
     *plugin.abi = t.abi;
     *plugin.tuning = t.has_tuning ? &t.tuning : NULL;
@@ -212,7 +234,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const attn_tuning *tu = attn_plugin_find_tuning(plugin.path, k[i].name, err, sizeof err);
             if (!tu && err[0] && strncmp(err, head, strlen(head))) fuzz_fail("an error that does not name the plugin: %s", err);
         }
-        if (k != t.k) free((void *)k); /* a version-1 table, converted: the loader keeps it for the process */
+        if (k != t.k) free((void *)k); /* an older table, converted: the loader keeps it for the process */
     }
     free(text);
     return 0;

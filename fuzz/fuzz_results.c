@@ -1,7 +1,9 @@
 /* The C readers of results JSON: attn_results (tools/results_collect.c, its main compiled as
  * attn_results_main) run as the benchmark run runs it, --reset then --collect, on a fragments
- * folder holding the input as a fragment and as a shared baseline timing; and
- * attn_timing_from_json (harness/results.c) on every object of the input. The fragment is named
+ * folder holding the input as a fragment and as a shared baseline timing; and, on the input
+ * parsed as --collect parses it, attn_check_test_json and attn_timing_from_json (harness/results.c)
+ * on every object in it. Beyond memory and UB errors: a fragment the schema check refuses is
+ * refused with the field named. The fragment is named
  * after its "test" when that makes a file name (benchmark/a/b -> benchmark.a.b.json: one that
  * --reset takes for a run's own), else benchmark.fuzz.json. The folder is under /dev/shm (or
  * $TMPDIR); an input of odd size finds --reset's marker there, so both of its branches run.
@@ -109,7 +111,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attn_results_main(7, (char *[]){"attn_results", "--collect", frags, "--results-dir", results, "--source-dir", root, NULL});
     remove_tree(results);
 
-    json_t *doc = json_loadb((const char *)data, size, 0, NULL);
+    char why[512] = "";
+    json_t *doc = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
+    if (doc && attn_check_test_json(doc, why, sizeof why) && !why[0]) fuzz_fail("a fragment refused with no reason");
     timings(doc);
     json_decref(doc);
     return 0;

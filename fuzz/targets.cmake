@@ -4,10 +4,11 @@
 # libraries: attn_harness has CUDA parts). Paths are relative to the source tree.
 set(ATTN_FUZZ_TARGETS shapes thresholds tolerance results plugin)
 set(attn_fuzz_sources_shapes harness/shapes.c harness/pairwise.c)
-set(attn_fuzz_sources_thresholds harness/thresholds.c)
-set(attn_fuzz_sources_tolerance harness/verdict.c)
+set(attn_fuzz_sources_thresholds harness/thresholds.c harness/ini_file.c harness/text_file.c)
+set(attn_fuzz_sources_tolerance harness/verdict.c harness/ini_file.c harness/text_file.c)
 # attn_results whole, its main renamed (ATTN_FUZZ_MAIN_RENAMED) and its GPU made up (gpu_stubs.c)
-set(attn_fuzz_sources_results tools/results_collect.c harness/results.c harness/thresholds.c fuzz/gpu_stubs.c)
+set(attn_fuzz_sources_results tools/results_collect.c harness/results.c harness/thresholds.c harness/ini_file.c
+    harness/text_file.c fuzz/gpu_stubs.c)
 set(attn_fuzz_sources_plugin kernels/plugin.c kernels/capability.c)
 # the tuned-file parser (harness/tuned.c, ported from cmake/tuned.cmake): its slot. Add
 # "tuned" to ATTN_FUZZ_TARGETS, set attn_fuzz_sources_tuned and attn_fuzz_libs_tuned, and write

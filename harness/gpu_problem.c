@@ -66,6 +66,18 @@ int attn_problem_q_dense(const attn_problem_desc *d) {
  * random values too, so that reading past its length shows. */
 int attn_problem_kv_cache(const attn_problem_desc *d) { return d->page_size == 0 && attn_problem_q_dense(d); }
 
+void attn_problem_set_batch(attn_problem_desc *d, int nseq, int page_size, const int *lens_q, const int *lens_k) {
+    d->nseq = nseq, d->page_size = page_size, d->spare_pages = 3, d->serving = 1;
+    for (int b = 0; b < nseq && b < ATTN_MAX_SEQS; b++) d->lens_q[b] = lens_q[b], d->lens_k[b] = lens_k[b];
+}
+
+int attn_problem_seqused(const attn_problem_desc *d) {
+    if (d->page_size == 0) return attn_problem_kv_cache(d);
+    int same = d->serving && d->nseq > 0 && d->lens_k[0] > 0;
+    for (int b = 1; b < d->nseq; b++) same &= d->lens_k[b] == d->lens_k[0];
+    return !same;
+}
+
 attn_tensor_view attn_gpu_problem_view(const attn_gpu_problem *x, attn_tensor_id t) {
     attn_tensor_view v;
     memset(&v, 0, sizeof v);
@@ -142,7 +154,7 @@ static void plan_packed(attn_gpu_problem *x) {
     plan_common(x);
     attn_fwd_params *p = &x->p;
     p->batch = d->nseq, p->seqlen_q = (int)maxq;
-    p->seqlen_k = paged ? sq->block_table_stride * d->page_size : (sq->max_k > 0 ? sq->max_k : 1);
+    p->seqlen_k = sq->max_k > 0 ? sq->max_k : 1; /* paged too: the stored keys, not the table's width */
     set_strides(p, x->st);
     if (attn_problem_q_dense(d)) /* rows b * S_q + i: the same memory */
         p->q_batch_stride = maxq * p->q_row_stride, p->o_batch_stride = maxq * p->o_row_stride;
@@ -153,11 +165,10 @@ static void plan_packed(attn_gpu_problem *x) {
         p->seqlen_k = (int)capacity;
         p->k_batch_stride = capacity * HK * D, p->v_batch_stride = capacity * HK * DV;
     }
-    const int used = paged || cache;
     x->host.cu_seqlens_q = attn_problem_q_dense(d) ? NULL : sq->cu_seqlens_q;
-    x->host.cu_seqlens_k = used ? NULL : sq->cu_seqlens_k;
+    x->host.cu_seqlens_k = paged || cache ? NULL : sq->cu_seqlens_k;
     x->host.block_table = sq->block_table;
-    x->host.seqused_k = used ? (const int32_t *)d->lens_k : NULL;
+    x->host.seqused_k = attn_problem_seqused(d) ? (const int32_t *)d->lens_k : NULL;
 }
 
 /* Points p at the buffers, or, before they exist, at `stand_in` (attn_problem_check only
@@ -220,16 +231,18 @@ static int allocate(attn_gpu_problem *x, char *err, size_t errlen) {
     return 0;
 }
 
-int attn_gpu_problem_build(attn_gpu_problem *x, const attn_problem_desc *d, cudaStream_t stream, char *err,
-                           size_t errlen) {
+int attn_gpu_problem_plan(attn_gpu_problem *x, const attn_problem_desc *d, char *err, size_t errlen) {
     memset(x, 0, sizeof *x);
     x->desc = *d;
     if (normalize(&x->desc, err, errlen)) return 1;
     const attn_problem_desc *dd = &x->desc;
     if (dd->nseq > 0) {
         if (attn_seqs_make(&x->seqs, dd->nseq, dd->lens_q, dd->lens_k, dd->page_size, dd->spare_pages, dd->seed, err,
-                           errlen))
+                           errlen) ||
+            (dd->serving && dd->page_size > 0 && attn_seqs_serving(&x->seqs, dd->seed, err, errlen))) {
+            attn_seqs_free(&x->seqs);
             return 1;
+        }
         plan_packed(x);
     } else {
         plan_dense(x);
@@ -238,9 +251,16 @@ int attn_gpu_problem_build(attn_gpu_problem *x, const attn_problem_desc *d, cuda
     char why[512];
     if (attn_problem_check(&x->p, dd->nseq > 0 ? &x->host : NULL, why, sizeof why)) {
         fail(err, errlen, "harness error: %s", why);
-        attn_gpu_problem_free(x);
+        attn_seqs_free(&x->seqs);
         return 1;
     }
+    return 0;
+}
+
+int attn_gpu_problem_build(attn_gpu_problem *x, const attn_problem_desc *d, cudaStream_t stream, char *err,
+                           size_t errlen) {
+    if (attn_gpu_problem_plan(x, d, err, errlen)) return 1;
+    const attn_problem_desc *dd = &x->desc;
     if (allocate(x, err, errlen)) {
         attn_gpu_problem_free(x);
         return 1;

@@ -58,6 +58,10 @@ typedef struct {
     /* a packed batch: nseq sequences of lens_q[b] queries and lens_k[b] keys (0 allowed) */
     int nseq, page_size, spare_pages;
     int lens_q[ATTN_MAX_SEQS], lens_k[ATTN_MAX_SEQS];
+    /* paged: the block table as serving engines lay it out (attn_seqs_serving: spare columns,
+     * entries past a sequence's pages -1, stale or out of the pool), and no seqused_k where
+     * every sequence holds the same number of keys (attn_problem_seqused) */
+    int serving;
 } attn_problem_desc;
 
 /* A dense problem, BSHD throughout, inputs of std 1, the LSE requested, no window, no
@@ -85,8 +89,12 @@ typedef struct {
 } attn_gpu_problem;
 /* x->host.seqused_k points into x->desc: a built problem is not copied or moved. */
 
-/* Allocates and fills the problem described by d: inputs from d->seed, outputs poisoned, the
- * problem checked (attn_problem_check). 0, or 1 with the reason in err (x is then freed). */
+/* The problem described by d planned on the host, nothing allocated on the GPU: strides,
+ * sizes, the sequences' layout, x->p with stand-in pointers, checked (attn_problem_check).
+ * 0, or 1 with the reason in err. What it holds is host memory (attn_seqs_free(&x->seqs)). */
+int attn_gpu_problem_plan(attn_gpu_problem *x, const attn_problem_desc *d, char *err, size_t errlen);
+/* Plans, allocates and fills the problem described by d: inputs from d->seed, outputs
+ * poisoned. 0, or 1 with the reason in err (x is then freed). */
 int attn_gpu_problem_build(attn_gpu_problem *x, const attn_problem_desc *d, cudaStream_t stream, char *err,
                            size_t errlen);
 /* New inputs in the same buffers, from `seed`: poison first (the padding between rows keeps
@@ -108,11 +116,20 @@ int attn_gpu_problem_unpack(attn_gpu_problem *x, cudaStream_t stream, char *err,
  * lse_dense, BHSD, no mask: which rows see no key is already in the references), for the
  * verdict's figures (attn_output_stats_gpu). */
 attn_fwd_params attn_gpu_problem_unpacked(const attn_gpu_problem *x);
+/* The packed batch of the correctness suite's cases into d: nseq (<= ATTN_MAX_SEQS) sequences
+ * of lens_q[b] queries and lens_k[b] keys; paged (page_size > 0) in a pool with spare pages
+ * and a serving engine's block table (d->serving), else packed or a dense cache. */
+void attn_problem_set_batch(attn_problem_desc *d, int nseq, int page_size, const int *lens_q, const int *lens_k);
 /* A packed batch whose sequences all have the same number of queries (at least one): Q, O
  * and the LSE dense, rows b * seqlen_q + i (a decode batch). */
 int attn_problem_q_dense(const attn_problem_desc *d);
 /* Q dense and no pages: K and V a dense cache with seqused_k and ATTN_CACHE_SLACK spare rows. */
 int attn_problem_kv_cache(const attn_problem_desc *d);
+/* Whether the problem gives seqused_k: a dense cache always; paged, unless d->serving and
+ * every sequence holds the same number of keys (at least one): the ABI's other form, every
+ * sequence storing seqlen_k keys, where the length comes from seqlen_k and not from
+ * block_table_stride * page_size. */
+int attn_problem_seqused(const attn_problem_desc *d);
 void attn_gpu_problem_free(attn_gpu_problem *x);
 
 /* The logical view of tensor t (q, k, v, o) and the first byte of its data (past the guard). */

@@ -29,10 +29,40 @@ static int check_cu_seqlens(const char *name, const int32_t *cu, int batch, cons
     return 0;
 }
 
-int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, char *err,
-                       size_t len) {
-    static const attn_problem_host none;
-    if (!h) h = &none;
+/* Strides >= 0, a zero row stride only for a tensor of at most one row, and no broadcast
+ * output (attn_abi.h). Its
+ * rows: Q and O seqlen_q or the packed total, K and V seqlen_k, the packed total or a page's.
+ * The cu_seqlens are checked already. */
+static int check_strides(const attn_fwd_params *p, const attn_problem_host *h, char *err, size_t len) {
+    const int64_t rows_q = h->cu_seqlens_q ? h->cu_seqlens_q[p->batch] : p->seqlen_q;
+    const int64_t rows_k = p->block_table ? p->page_size : h->cu_seqlens_k ? h->cu_seqlens_k[p->batch] : p->seqlen_k;
+    const struct { const char *tensor; int64_t batch, head, row, rows; } t[] = {
+        {"q", p->q_batch_stride, p->q_head_stride, p->q_row_stride, rows_q},
+        {"k", p->k_batch_stride, p->k_head_stride, p->k_row_stride, rows_k},
+        {"v", p->v_batch_stride, p->v_head_stride, p->v_row_stride, rows_k},
+        {"o", p->o_batch_stride, p->o_head_stride, p->o_row_stride, rows_q},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        const struct { const char *dim; int64_t stride; } s[] = {
+            {"batch", t[i].batch}, {"head", t[i].head}, {"row", t[i].row}};
+        for (size_t j = 0; j < sizeof s / sizeof s[0]; j++)
+            if (s[j].stride < 0)
+                return fail(err, len, "%s_%s_stride %lld must be >= 0", t[i].tensor, s[j].dim,
+                            (long long)s[j].stride);
+        if (t[i].row == 0 && t[i].rows > 1)
+            return fail(err, len, "%s_row_stride 0 with %lld rows (0 is for a tensor of one row)", t[i].tensor,
+                        (long long)t[i].rows);
+    }
+    /* O is written: a broadcast output would have several heads or sequences race for it */
+    if (p->o_head_stride == 0 && p->heads > 1)
+        return fail(err, len, "o_head_stride 0 with %d heads (the output cannot be broadcast)", p->heads);
+    if (p->o_batch_stride == 0 && p->batch > 1 && !h->cu_seqlens_q)
+        return fail(err, len, "o_batch_stride 0 with batch %d (the output cannot be broadcast)", p->batch);
+    return 0;
+}
+
+/* The rules on p's scalars alone. */
+static int check_scalars(const attn_fwd_params *p, char *err, size_t len) {
     const int paged = p->block_table != NULL;
     /* minima; the paged rows only with block_table */
     const struct { const char *field; int value, min, paged_only; } ints[] = {
@@ -55,6 +85,12 @@ int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, cha
                         ints[i].min, ints[i].paged_only ? " (block_table is set)" : "");
     if (p->heads % p->heads_k)
         return fail(err, len, "heads_k %d does not divide heads %d", p->heads_k, p->heads);
+    if (paged && p->cu_seqlens_k)
+        return fail(err, len, "cu_seqlens_k with block_table (a paged problem's lengths are seqused_k, or all "
+                              "seqlen_k)");
+    if (paged && (int64_t)p->block_table_stride * p->page_size < p->seqlen_k)
+        return fail(err, len, "block_table_stride %d * page_size %d < seqlen_k %d (a sequence's pages must hold its keys)",
+                    p->block_table_stride, p->page_size, p->seqlen_k);
     if (p->causal && p->window_right > 0)
         return fail(err, len, "window_right %d with causal (causal means window_right 0)",
                     p->window_right);
@@ -64,6 +100,34 @@ int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, cha
         return fail(err, len, "softmax_scale %g must be finite", (double)p->softmax_scale);
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)
         return fail(err, len, "dtype %d is neither ATTN_F16 nor ATTN_BF16", (int)p->dtype);
+    return 0;
+}
+
+/* Each sequence's used keys within its stored ones, and the block-table entries it reads (its
+ * first ceil(used / page_size)) inside the pool; the entries past them are never read. */
+static int check_sequences(const attn_fwd_params *p, const attn_problem_host *h, char *err, size_t len) {
+    for (int b = 0; b < p->batch; b++) {
+        const int keys = h->cu_seqlens_k ? h->cu_seqlens_k[b + 1] - h->cu_seqlens_k[b] : p->seqlen_k;
+        if (h->seqused_k && (h->seqused_k[b] < 0 || h->seqused_k[b] > keys))
+            return fail(err, len, "seqused_k[%d] = %d is outside [0, %d] (sequence %d's keys)", b,
+                        h->seqused_k[b], keys, b);
+        const int used = h->seqused_k ? h->seqused_k[b] : keys;
+        const int64_t pages = p->block_table ? ((int64_t)used + p->page_size - 1) / p->page_size : 0;
+        for (int64_t j = 0; j < pages; j++) {
+            const int32_t page = h->block_table[(int64_t)b * p->block_table_stride + j];
+            if (page < 0 || page >= p->num_pages)
+                return fail(err, len, "block_table[%d][%lld] = %d is outside the pool (num_pages %d)",
+                            b, (long long)j, page, p->num_pages);
+        }
+    }
+    return 0;
+}
+
+int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, char *err,
+                       size_t len) {
+    static const attn_problem_host none;
+    if (!h) h = &none;
+    if (check_scalars(p, err, len)) return 1;
 
     const struct { const char *field; const void *ptr; } ptrs[] = {
         {"q", p->q}, {"k", p->k}, {"v", p->v}, {"o", p->o}};
@@ -88,24 +152,5 @@ int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, cha
     if (h->cu_seqlens_k &&
         check_cu_seqlens("cu_seqlens_k", h->cu_seqlens_k, p->batch, "seqlen_k", p->seqlen_k, err, len))
         return 1;
-
-    if (paged && (int64_t)p->block_table_stride * p->page_size < p->seqlen_k)
-        return fail(err, len, "block_table_stride %d * page_size %d < seqlen_k %d (a sequence's pages must hold its keys)",
-                    p->block_table_stride, p->page_size, p->seqlen_k);
-    for (int b = 0; b < p->batch; b++) {
-        /* sequence b's keys: its key capacity, of which seqused_k says how many are read */
-        const int keys = h->cu_seqlens_k ? h->cu_seqlens_k[b + 1] - h->cu_seqlens_k[b] : p->seqlen_k;
-        if (h->seqused_k && (h->seqused_k[b] < 0 || h->seqused_k[b] > keys))
-            return fail(err, len, "seqused_k[%d] = %d is outside [0, %d] (sequence %d's keys)", b,
-                        h->seqused_k[b], keys, b);
-        const int used = h->seqused_k ? h->seqused_k[b] : keys; /* pages past them are never read */
-        const int64_t pages = paged ? ((int64_t)used + p->page_size - 1) / p->page_size : 0;
-        for (int64_t j = 0; j < pages; j++) {
-            const int32_t page = h->block_table[(int64_t)b * p->block_table_stride + j];
-            if (page < 0 || page >= p->num_pages)
-                return fail(err, len, "block_table[%d][%lld] = %d is outside the pool (num_pages %d)",
-                            b, (long long)j, page, p->num_pages);
-        }
-    }
-    return 0;
+    return check_strides(p, h, err, len) || check_sequences(p, h, err, len);
 }

@@ -1,4 +1,4 @@
-/* Is an attention problem (attn_fwd_params, ABI version 2) well-formed? Checked on the host,
+/* Is an attention problem (attn_fwd_params, ABI version 3) well-formed? Checked on the host,
  * before any launch, so that a malformed test problem is reported as the test's error and
  * never blamed on the kernel. No CUDA calls. */
 #ifndef ATTN_PROBLEM_H
@@ -19,16 +19,18 @@ typedef struct {
     const int32_t *cu_seqlens_q, *cu_seqlens_k, *block_table, *seqused_k;
 } attn_problem_host;
 
-/* 0 when p is well-formed, else 1 with one line in err naming the field and its values,
- * e.g. "heads_k 3 does not divide heads 8". h may be NULL when p has none of the arrays.
- * Checked: batch, heads, seqlen_q, seqlen_k, head_dim >= 1; heads_k >= 1 and divides heads;
- * window_left, window_right >= -1, and window_right <= 0 when causal; softcap finite and
- * >= 0; softmax_scale finite; head_dim_v >= 0; dtype fp16 or bf16; q, k, v, o non-NULL;
- * each array present in p iff in h; cu_seqlens from 0, non-decreasing, no sequence longer
- * than seqlen_q (resp. seqlen_k); paged: page_size, num_pages, block_table_stride >= 1,
- * block_table_stride * page_size >= seqlen_k, and the first ceil(len / page_size) entries
- * of each sequence's row in [0, num_pages), len being the keys it reads (seqused_k[b], else
- * its key length); seqused_k[b] in [0, sequence b's key length]. */
+/* 0 when p is well-formed (every "invalid" rule of attn_abi.h), else 1 with one line in err
+ * naming the field and its values, e.g. "heads_k 3 does not divide heads 8". h may be NULL
+ * when p has none of the arrays. Checked: batch, heads, seqlen_q, seqlen_k, head_dim >= 1;
+ * heads_k >= 1 and divides heads (0 is not "heads"); window_left, window_right >= -1, and
+ * window_right <= 0 when causal; softcap finite and >= 0; softmax_scale finite;
+ * head_dim_v >= 0; dtype fp16 or bf16; q, k, v, o non-NULL; each array present in p iff in
+ * h; cu_seqlens from 0, non-decreasing, no sequence longer than seqlen_q (resp. seqlen_k);
+ * strides >= 0, a row stride 0 only for a tensor of at most one row; paged: page_size,
+ * num_pages, block_table_stride >= 1, block_table_stride * page_size >= seqlen_k, no
+ * cu_seqlens_k, and the first ceil(used / page_size) entries of each sequence's row in
+ * [0, num_pages) (the rest are never read: anything goes), used being seqused_k[b], else
+ * seqlen_k; seqused_k[b] in [0, sequence b's stored keys]. */
 int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, char *err,
                        size_t len);
 

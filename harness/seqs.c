@@ -87,3 +87,60 @@ int attn_seqs_make(attn_seqs *s, int batch, const int *len_q, const int *len_k, 
     }
     return 0;
 }
+
+/* What a serving engine leaves in the entries past a sequence's pages. */
+enum { PAST_NONE, PAST_STALE, PAST_POOL_END, PAST_FAR, PAST_KINDS };
+
+static int32_t past_entry(int kind, int num_pages, attn_rng *rng) {
+    const uint64_t r = attn_rng_u64(rng);
+    /* just past the pool: from num_pages on, below the far ids */
+    const int64_t room = (int64_t)ATTN_SEQS_FAR_PAGE - num_pages, span = num_pages < room ? num_pages : room;
+    if (kind == PAST_POOL_END && span > 0) return (int32_t)(num_pages + (int64_t)(r % (uint64_t)span));
+    if (kind == PAST_POOL_END || kind == PAST_FAR)
+        return (int32_t)(ATTN_SEQS_FAR_PAGE + (int64_t)(r % ATTN_SEQS_FAR_PAGE));
+    return kind == PAST_STALE ? (int32_t)(r % (uint64_t)num_pages) : -1;
+}
+
+int attn_seqs_serving(attn_seqs *s, uint64_t seed, char *err, size_t errlen) {
+    if (!s->block_table) {
+        snprintf(err, errlen, "sequences: a serving engine's block table needs pages (page_size %d)", s->page_size);
+        return 1;
+    }
+    attn_rng rng;
+    attn_rng_init(&rng, seed ^ 0x5e7a1c0dedb10cull); /* apart from the pages' shuffle */
+    const int64_t blocks = s->block_table_stride; /* the longest sequence's pages (1 without keys) */
+    int64_t stride = blocks + blocks / 2 + 1 + (int64_t)(attn_rng_u64(&rng) % (uint64_t)(blocks + 1));
+    if (stride * s->page_size > INT32_MAX) stride = INT32_MAX / s->page_size; /* a length in an int */
+    if (stride <= blocks) {
+        snprintf(err, errlen, "sequences: no room for a spare block-table column (%lld pages of %d rows)",
+                 (long long)blocks, s->page_size);
+        return 1;
+    }
+    int32_t *table = malloc(sizeof *table * (size_t)s->batch * (size_t)stride);
+    if (!table) {
+        snprintf(err, errlen, "sequences: out of host memory for the block table");
+        return 1;
+    }
+    int order[PAST_KINDS] = {PAST_NONE, PAST_STALE, PAST_POOL_END, PAST_FAR};
+    for (int i = PAST_KINDS - 1; i > 0; i--) { /* the first entries past the pages: every kind once */
+        const int j = (int)(attn_rng_u64(&rng) % (uint64_t)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    int64_t past = 0;
+    for (int b = 0; b < s->batch; b++) {
+        const int64_t used = ((int64_t)s->cu_seqlens_k[b + 1] - s->cu_seqlens_k[b] + s->page_size - 1) / s->page_size;
+        for (int64_t i = 0; i < stride; i++) {
+            if (i < used) {
+                table[b * stride + i] = s->block_table[b * blocks + i];
+                continue;
+            }
+            const int kind = past < PAST_KINDS ? order[past] : (int)(attn_rng_u64(&rng) % PAST_KINDS);
+            table[b * stride + i] = past_entry(kind, s->num_pages, &rng);
+            past++;
+        }
+    }
+    free(s->block_table);
+    s->block_table = table;
+    s->block_table_stride = (int)stride;
+    return 0;
+}

@@ -1,12 +1,14 @@
 #include "thresholds.h"
 
 #include <ctype.h>
-#include <ini.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ini_file.h"
 
 void attn_gpu_slug(const char *name, char *out, size_t outlen) {
     size_t n = 0;
@@ -58,41 +60,89 @@ int attn_workload_parse(const char *s) {
     return -1;
 }
 
-/* "<kernel> <dtype|*> <d64|d128|*> <workload|*> <lo>-<hi> [q<lo>[-<hi>]]" */
+/* The decimal integer at *s (digits only: no sign, no space) into *out, *s moved past it:
+ * 1, 0 when there is none, -1 when it does not fit in an int. */
+static int int_at(const char **s, int *out) {
+    if (!isdigit((unsigned char)**s)) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(*s, &end, 10);
+    int fits = errno != ERANGE && v <= INT_MAX;
+    for (*s = end; isdigit((unsigned char)**s); (*s)++) {}
+    if (!fits) return -1;
+    *out = (int)v;
+    return 1;
+}
+
+/* "<lo>-<hi>" (or "<lo>" alone when `single`) after `prefix`: 1, 0 when malformed, -1 when a
+ * number does not fit in an int. */
+static int int_range(const char *w, const char *prefix, int single, int *lo, int *hi) {
+    size_t n = strlen(prefix);
+    if (strncmp(w, prefix, n)) return 0;
+    w += n;
+    int r = int_at(&w, lo);
+    if (r <= 0) return r;
+    if (!*w && single) return *hi = *lo, 1;
+    if (*w++ != '-') return 0;
+    r = int_at(&w, hi);
+    return r <= 0 ? r : *w ? 0 : 1;
+}
+
+/* "<kernel> <dtype|*> <d64|d128|*> <workload|*> <lo>-<hi> [q<lo>[-<hi>]]", each number a
+ * positive int */
 static int parse_class(ctx *c, const char *section, attn_threshold_class *k) {
-    char kernel[64], dt[16], d[16], mask[16], range[32], qrange[32], extra[2];
-    int n = sscanf(section, "%63s %15s %15s %15s %31s %31s %1s", kernel, dt, d, mask, range, qrange, extra);
+    char words[128], *w[7];
+    int n = 0, r = 1;
+    snprintf(words, sizeof words, "%s", section); /* inih keeps at most ATTN_INI_MAX_SECTION */
+    for (char *p = words; *p && n < 7;) {
+        while (isspace((unsigned char)*p)) *p++ = 0;
+        if (!*p) break;
+        w[n++] = p;
+        while (*p && !isspace((unsigned char)*p)) p++;
+    }
     const char *want = "expected [<kernel> <fp16|bf16|*> <d64|d128|*> <full|causal|decode|varlen|window|*> <lo>-<hi> "
                        "[q<lo>[-<hi>]]]";
-    if (n != 5 && n != 6) goto bad;
     memset(k, 0, sizeof *k);
-    snprintf(k->kernel, sizeof k->kernel, "%s", kernel);
+    if (n != 5 && n != 6) goto bad;
+    snprintf(k->kernel, sizeof k->kernel, "%s", w[0]);
     snprintf(k->section, sizeof k->section, "%s", section);
     k->min_speedup_reference = k->min_speedup_cudnn = NAN;
-    k->dtype = !strcmp(dt, "*") ? -1 : !strcmp(dt, "fp16") ? ATTN_F16 : !strcmp(dt, "bf16") ? ATTN_BF16 : -2;
+    k->dtype = !strcmp(w[1], "*") ? -1 : !strcmp(w[1], "fp16") ? ATTN_F16 : !strcmp(w[1], "bf16") ? ATTN_BF16 : -2;
     if (k->dtype == -2) goto bad;
-    if (!strcmp(d, "*")) k->head_dim = 0;
-    else if (sscanf(d, "d%d", &k->head_dim) != 1 || k->head_dim <= 0) goto bad;
-    k->workload = !strcmp(mask, "*") ? -1 : attn_workload_parse(mask);
-    if (k->workload == -1 && strcmp(mask, "*")) goto bad;
-    if (sscanf(range, "%d-%d%1s", &k->s_lo, &k->s_hi, extra) != 2 || k->s_lo < 1 || k->s_hi < k->s_lo) goto bad;
+    const char *d = w[2];
+    if (strcmp(d, "*") && (*d++ != 'd' || (r = int_at(&d, &k->head_dim)) <= 0 || *d || k->head_dim <= 0)) goto bad;
+    k->workload = !strcmp(w[3], "*") ? -1 : attn_workload_parse(w[3]);
+    if (k->workload == -1 && strcmp(w[3], "*")) goto bad;
+    if ((r = int_range(w[4], "", 0, &k->s_lo, &k->s_hi)) <= 0 || k->s_lo < 1 || k->s_hi < k->s_lo) goto bad;
     k->q_lo = 0, k->q_hi = INT_MAX;
-    if (n == 6) {
-        int m = sscanf(qrange, "q%d-%d%1s", &k->q_lo, &k->q_hi, extra);
-        if (m == 1) k->q_hi = k->q_lo;
-        if ((m != 1 && m != 2) || k->q_lo < 1 || k->q_hi < k->q_lo) goto bad;
-    }
+    if (n == 6 && ((r = int_range(w[5], "q", 1, &k->q_lo, &k->q_hi)) <= 0 || k->q_lo < 1 || k->q_hi < k->q_lo))
+        goto bad;
     return 1;
 bad:
+    for (const char *p = section; r < 0 && *p; p++) { /* name the number */
+        const char *q = p;
+        int v;
+        if (isdigit((unsigned char)*p) && int_at(&q, &v) < 0) {
+            snprintf(c->why, c->whylen, "section [%s]: %.*s does not fit in an int", section, (int)(q - p), p);
+            return 0;
+        }
+        if (isdigit((unsigned char)*p)) p = q - 1;
+    }
     snprintf(c->why, c->whylen, "section [%s]: %s", section, want);
     return 0;
 }
 
-static int handler(void *user, const char *section, const char *key, const char *value) {
+static int handler(void *user, const char *section, const char *key, const char *value, char *why, size_t whylen) {
     ctx *c = user;
     attn_thresholds *t = c->t;
+    c->why = why, c->whylen = whylen;
     if (!strcmp(section, "gpu")) {
         if (strcmp(key, "name")) goto unknown;
+        if (!*value || strlen(value) >= sizeof t->gpu_name) {
+            snprintf(why, whylen, "[gpu] name: expected the GPU's name as CUDA gives it (1 to %zu characters)",
+                     sizeof t->gpu_name - 1);
+            return 0;
+        }
         snprintf(t->gpu_name, sizeof t->gpu_name, "%s", value);
         c->peaks |= P_NAME;
         return 1;
@@ -140,30 +190,14 @@ void attn_thresholds_free(attn_thresholds *t) {
     t->classes = NULL, t->nclasses = t->capacity = 0;
 }
 
-static int load(const char *path, attn_thresholds *t, char *err, size_t errlen) {
-    memset(t, 0, sizeof *t);
-    snprintf(t->path, sizeof t->path, "%s", path);
-    char why[512] = "";
-    ctx c = {.t = t, .why = why, .whylen = sizeof why};
-    int rc = ini_parse(path, handler, &c);
-    if (rc == -1) {
-        snprintf(err, errlen, "%s: cannot open thresholds file", path);
-        return 1;
-    }
-    if (rc > 0) {
-        snprintf(err, errlen, "%s:%d: %s", path, rc,
-                 why[0] ? why : "expected '[section]', 'key = value' or a comment");
-        return 1;
-    }
-    if (rc != 0) {
-        snprintf(err, errlen, "%s: cannot parse (ini_parse returned %d)", path, rc);
-        return 1;
-    }
+/* What a file that parsed may still lack: the GPU's name, every peak, each class's keys. */
+static int complete(const char *path, const ctx *c, char *err, size_t errlen) {
+    const attn_thresholds *t = c->t;
     static const struct { unsigned bit; const char *what; } need[] = {
         {P_NAME, "'name' in [gpu]"}, {P_FP16, "peak 'fp16_tflops' in [peaks]"},
         {P_BF16, "peak 'bf16_tflops' in [peaks]"}, {P_BW, "peak 'bandwidth_gbs' in [peaks]"}};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!(c.peaks & need[i].bit)) {
+        if (!(c->peaks & need[i].bit)) {
             snprintf(err, errlen, "%s: missing %s (a missing peak is an error, not a zero)", path, need[i].what);
             return 1;
         }
@@ -175,18 +209,32 @@ static int load(const char *path, attn_thresholds *t, char *err, size_t errlen) 
                             : !(s & K_ROOFLINE)                     ? "min_roofline"
                                                                     : NULL;
         if (missing) {
-            attn_threshold_class *k = &t->classes[i];
-            snprintf(err, errlen, "%s: section [%s] lacks %s", path, k->section, missing);
+            snprintf(err, errlen, "%s: section [%s] lacks %s", path, t->classes[i].section, missing);
             return 1;
         }
     }
     return 0;
 }
 
-int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t errlen) {
-    int rc = load(path, t, err, errlen);
+/* From the file at path (text NULL) or from text[0..len). */
+static int load(const char *path, const char *text, size_t len, attn_thresholds *t, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->path, sizeof t->path, "%s", path);
+    ctx c = {.t = t};
+    int rc = text ? attn_ini_parse(text, len, path, handler, &c, err, errlen)
+                  : attn_ini_load(path, "thresholds file", handler, &c, err, errlen);
+    if (!rc) rc = complete(path, &c, err, errlen);
     if (rc) attn_thresholds_free(t); /* nothing half-loaded */
     return rc;
+}
+
+int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t errlen) {
+    return load(path, NULL, 0, t, err, errlen);
+}
+
+int attn_thresholds_parse(const char *text, size_t len, const char *file, attn_thresholds *t, char *err,
+                          size_t errlen) {
+    return load(file, text, len, t, err, errlen);
 }
 
 const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,

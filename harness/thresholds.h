@@ -52,9 +52,14 @@ void attn_gpu_slug(const char *name, char *out, size_t outlen);
 
 /* Loads and validates a thresholds file: every peak is required (a missing peak is an
  * error, not a zero); each class needs min_roofline, and min_speedup_reference unless it
- * covers only version 2's workloads (which have no cuBLAS baseline). Returns 0,
- * or non-zero with "path:line: what was expected" in err. */
+ * covers only version 2's workloads (which have no cuBLAS baseline). Every number must fit
+ * (class numbers in an int), every section and key appear once, every line and section name
+ * be read whole (harness/ini_file.h). Returns 0, or non-zero with "path:line: what was
+ * expected" in err. */
 int attn_thresholds_load(const char *path, attn_thresholds *t, char *err, size_t errlen);
+/* The same on a file's text in memory, text[0..len); `file` names it in the messages. */
+int attn_thresholds_parse(const char *text, size_t len, const char *file, attn_thresholds *t, char *err,
+                          size_t errlen);
 void attn_thresholds_free(attn_thresholds *t);
 
 /* The first class (in file order) that covers the case, or NULL. */

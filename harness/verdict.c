@@ -1,10 +1,11 @@
 #include "verdict.h"
 
-#include <ini.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ini_file.h"
 
 typedef struct {
     const char *section, *name;
@@ -24,53 +25,35 @@ enum { N_TOL_KEYS = sizeof tol_keys / sizeof tol_keys[0] };
 typedef struct {
     attn_tolerance *t;
     int seen[N_TOL_KEYS];
-    char *err;
-    size_t errlen;
-    const char *path;
-    int failed;
 } tol_ctx;
 
-/* Debian's inih passes no line number to the handler: a handler that returns 0 makes
- * ini_parse return that line, and the message is completed there. */
-static int tol_handler(void *user, const char *section, const char *name, const char *value) {
+static int tol_handler(void *user, const char *section, const char *name, const char *value, char *why,
+                       size_t whylen) {
     tol_ctx *c = user;
     for (int i = 0; i < N_TOL_KEYS; i++) {
         if (strcmp(section, tol_keys[i].section) || strcmp(name, tol_keys[i].name)) continue;
         char *end;
         double x = strtod(value, &end);
         while (*end == ' ' || *end == '\t') end++;
-        if (end == value || *end || !isfinite(x) || x < 0) {
-            snprintf(c->err, c->errlen, "[%s] %s: expected a non-negative number, got '%s'",
-                     section, name, value);
-            c->failed = 1;
+        if (end == value || *end || !isfinite(x) || x < 0 || signbit(x)) {
+            snprintf(why, whylen, "[%s] %s: expected a non-negative number, got '%s'", section, name, value);
             return 0;
         }
         *(double *)((char *)c->t + tol_keys[i].offset) = x;
         c->seen[i] = 1;
         return 1;
     }
-    snprintf(c->err, c->errlen, "unknown key '%s' in section [%s]", name, section);
-    c->failed = 1;
+    snprintf(why, whylen, "unknown key '%s' in section [%s]", name, section);
     return 0;
 }
 
-int attn_tolerance_load(const char *path, attn_tolerance *t, char *err, size_t errlen) {
-    char why[256] = "";
-    tol_ctx c = {.t = t, .err = why, .errlen = sizeof why, .path = path};
+/* From the file at path (text NULL) or from text[0..len). */
+static int tol_load(const char *path, const char *text, size_t len, attn_tolerance *t, char *err, size_t errlen) {
+    tol_ctx c = {.t = t};
     memset(t, 0, sizeof *t);
-    int rc = ini_parse(path, tol_handler, &c);
-    if (rc == -1) {
-        snprintf(err, errlen, "%s: cannot open tolerance file", path);
+    if (text ? attn_ini_parse(text, len, path, tol_handler, &c, err, errlen)
+             : attn_ini_load(path, "tolerance file", tol_handler, &c, err, errlen))
         return 1;
-    }
-    if (c.failed) {
-        snprintf(err, errlen, "%s:%d: %s", path, rc, why);
-        return 1;
-    }
-    if (rc != 0) {
-        snprintf(err, errlen, "%s:%d: expected '[section]', 'key = value' or a comment", path, rc);
-        return 1;
-    }
     for (int i = 0; i < N_TOL_KEYS; i++) {
         if (!c.seen[i]) {
             snprintf(err, errlen, "%s: missing key '%s' in section [%s]", path, tol_keys[i].name,
@@ -79,6 +62,14 @@ int attn_tolerance_load(const char *path, attn_tolerance *t, char *err, size_t e
         }
     }
     return 0;
+}
+
+int attn_tolerance_load(const char *path, attn_tolerance *t, char *err, size_t errlen) {
+    return tol_load(path, NULL, 0, t, err, errlen);
+}
+
+int attn_tolerance_parse(const char *text, size_t len, const char *file, attn_tolerance *t, char *err, size_t errlen) {
+    return tol_load(file, text, len, t, err, errlen);
 }
 
 double attn_dtype_step(attn_dtype dtype, double x) {

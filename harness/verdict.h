@@ -18,9 +18,12 @@ typedef struct {
     double lse_atol, lse_rtol;          /* |L-Lg| <= lse_atol + lse_rtol*|Lg| */
 } attn_tolerance;
 
-/* Reads an INI file (see thresholds/tolerance.ini). Every key is required. Returns 0, or
- * non-zero with "path:line: what was expected" (or the missing key) in err. */
+/* Reads an INI file (see thresholds/tolerance.ini). Every key is required, once, with a
+ * finite number >= 0; every line is read whole (harness/ini_file.h). Returns 0, or non-zero
+ * with "path:line: what was expected" (or the missing key) in err. */
 int attn_tolerance_load(const char *path, attn_tolerance *t, char *err, size_t errlen);
+/* The same on a file's text in memory, text[0..len); `file` names it in the messages. */
+int attn_tolerance_parse(const char *text, size_t len, const char *file, attn_tolerance *t, char *err, size_t errlen);
 
 /* Spacing of representable dtype values at magnitude x (fp16: 10 mantissa bits, bf16: 7). */
 double attn_dtype_step(attn_dtype dtype, double x);

@@ -1,6 +1,6 @@
 /* Which problems a kernel takes (attn_kernel_lacks, declared in registry.h): its dtypes,
- * head dims and ATTN_CAP_* bits against what a problem needs. Free of CUDA calls, as
- * plugin.c is. */
+ * head dims (or head dim pairs) and ATTN_CAP_* bits against what a problem needs. Free of
+ * CUDA calls, as plugin.c is. */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -34,15 +34,48 @@ static const char *head_dim_list(const int *dims, char *buf, size_t len) {
     return buf;
 }
 
-const char *attn_kernel_lacks(const attn_kernel *k, const attn_fwd_params *p, char *buf,
-                              size_t len) {
-    uint32_t dtypes = k->dtypes ? k->dtypes : (1u << ATTN_F16) | (1u << ATTN_BF16);
-    if ((unsigned)p->dtype >= 32 || !(dtypes & (1u << p->dtype)))
-        return lacks(buf, len, k, "dtype %s: not in its dtypes (0x%x)",
-                     p->dtype == ATTN_F16 ? "fp16" : p->dtype == ATTN_BF16 ? "bf16" : "(unknown)",
-                     (unsigned)dtypes);
+/* 1 iff (d, dv) is in the 0-terminated pair list */
+static int takes_pair(const int *pairs, int d, int dv) {
+    for (; pairs[0]; pairs += 2)
+        if (pairs[0] == d && pairs[1] == dv) return 1;
+    return 0;
+}
 
-    char dims[128];
+/* "64x64, 192x128" (the list of a kernel's head dim pairs) */
+static const char *pair_list(const int *pairs, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; pairs[2 * i] && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%dx%d", i ? ", " : "", pairs[2 * i], pairs[2 * i + 1]);
+    return buf;
+}
+
+/* The rules of attn_abi.h that decide what p needs (GQA, a window, paged or varlen K/V): a
+ * problem that breaks one is invalid, and no kernel takes it, rather than one that declares
+ * the capability that the broken field seems to ask for. NULL when none is broken. */
+static const char *invalid(const attn_kernel *k, const attn_fwd_params *p, char *buf, size_t len) {
+    if (p->heads_k < 1 || p->heads_k > p->heads || p->heads % p->heads_k)
+        return lacks(buf, len, k, "an invalid problem: heads_k %d (must be >= 1 and divide heads %d)", p->heads_k,
+                     p->heads);
+    if (p->causal && p->window_right > 0)
+        return lacks(buf, len, k, "an invalid problem: window_right %d with causal (causal means window_right 0)",
+                     p->window_right);
+    if (p->block_table && p->cu_seqlens_k)
+        return lacks(buf, len, k, "an invalid problem: cu_seqlens_k with block_table (a paged problem's lengths "
+                     "are seqused_k or seqlen_k)");
+    return NULL;
+}
+
+/* The head dims: the pair against k->head_dim_pairs when set, else head_dim (and head_dim_v
+ * when it differs) against k->head_dims. */
+static const char *lacks_head_dims(const attn_kernel *k, const attn_fwd_params *p, char *buf, size_t len) {
+    char dims[512];
+    if (k->head_dim_pairs) {
+        const int dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+        if (takes_pair(k->head_dim_pairs, p->head_dim, dv)) return NULL;
+        return lacks(buf, len, k, "the head dim pair %dx%d (head_dim x head_dim_v): its head_dim_pairs are %s",
+                     p->head_dim, dv, pair_list(k->head_dim_pairs, dims, sizeof dims));
+    }
     const int hdv = p->head_dim_v && p->head_dim_v != p->head_dim; /* a separate V width */
     const struct { const char *field; int value, check; } dim[] = {
         {"head_dim", p->head_dim, 1},
@@ -52,6 +85,19 @@ const char *attn_kernel_lacks(const attn_kernel *k, const attn_fwd_params *p, ch
         if (dim[i].check && !takes_head_dim(k->head_dims, dim[i].value))
             return lacks(buf, len, k, "%s %d: its head_dims are %s", dim[i].field, dim[i].value,
                          head_dim_list(k->head_dims, dims, sizeof dims));
+    return NULL;
+}
+
+const char *attn_kernel_lacks(const attn_kernel *k, const attn_fwd_params *p, char *buf,
+                              size_t len) {
+    if (invalid(k, p, buf, len)) return buf;
+    uint32_t dtypes = k->dtypes ? k->dtypes : (1u << ATTN_F16) | (1u << ATTN_BF16);
+    if ((unsigned)p->dtype >= 32 || !(dtypes & (1u << p->dtype)))
+        return lacks(buf, len, k, "dtype %s: not in its dtypes (0x%x)",
+                     p->dtype == ATTN_F16 ? "fp16" : p->dtype == ATTN_BF16 ? "bf16" : "(unknown)",
+                     (unsigned)dtypes);
+    if (lacks_head_dims(k, p, buf, len)) return buf;
+    const int hdv = p->head_dim_v && p->head_dim_v != p->head_dim;
 
     /* causal is window_right 0 already: only a bound beyond that needs ATTN_CAP_WINDOW */
     const int window = p->window_left >= 0 ||

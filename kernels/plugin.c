@@ -7,16 +7,26 @@
 
 #include "registry.h"
 
-/* The kernel entry of ABI version 1 (tests/abi_v1/attn_abi.h): a version-1 plugin's table is
- * an array of these. Its fwd reads only the version-1 prefix of attn_fwd_params, which
- * version 2 kept unchanged, so the function pointer is called as it is. */
+/* The kernel entries of ABI versions 1 and 2 (tests/abi_v1/attn_abi.h,
+ * tests/abi_v2/attn_abi.h): an older plugin's table is an array of these. Its fwd reads only
+ * its version's prefix of attn_fwd_params, which later versions kept unchanged, so the
+ * function pointer is called as it is. */
 typedef struct {
     const char *name;
     int (*fwd)(const attn_fwd_params *p, cudaStream_t stream);
 } attn_kernel_v1;
+typedef struct {
+    const char *name;
+    int (*fwd)(const attn_fwd_params *p, cudaStream_t stream);
+    uint32_t caps, dtypes;
+    const int *head_dims;
+} attn_kernel_v2;
 
-/* The message of an unknown version and the conversion below are written for these two. */
-_Static_assert(ATTN_ABI_VERSION == 2, "plugin.c: update the ABI versions the loader takes");
+/* The message of an unknown version and the conversion below are written for these three. */
+_Static_assert(ATTN_ABI_VERSION == 3, "plugin.c: update the ABI versions the loader takes");
+
+/* A version-3 pair list is read up to this many pairs; a longer one is refused. */
+enum { MAX_HEAD_DIM_PAIRS = 256 };
 
 int attn_kernel_name_valid(const char *name) {
     if (!name || !*name) return 0;
@@ -25,30 +35,74 @@ int attn_kernel_name_valid(const char *name) {
     return 1;
 }
 
-/* A version-1 table as version-2 entries (heap, kept for the life of the process as the
- * library is): no capabilities, fp16 and bf16, any head dim, so that the harness gives its
- * kernels only version-1 problems. NULL when out of memory. */
-static attn_kernel *from_v1(const attn_kernel_v1 *v1, int n) {
+/* An older table as version-3 entries (heap, kept for the life of the process as the library
+ * is), each read with its own version's layout: version 1 with no capabilities, fp16 and
+ * bf16, any head dim, so that the harness gives its kernels only version-1 problems; version
+ * 2 with its fields as they are and no head_dim pairs. NULL when out of memory. */
+static attn_kernel *convert(const void *table, int abi, int n) {
     attn_kernel *k = calloc((size_t)n, sizeof *k);
     if (!k) return NULL;
-    for (int i = 0; i < n; i++)
-        k[i] = (attn_kernel){.name = v1[i].name, .fwd = v1[i].fwd, .caps = 0, .dtypes = 0,
-                             .head_dims = NULL};
+    for (int i = 0; i < n; i++) {
+        if (abi == 1) {
+            const attn_kernel_v1 *e = (const attn_kernel_v1 *)table + i;
+            k[i] = (attn_kernel){.name = e->name, .fwd = e->fwd};
+        } else {
+            const attn_kernel_v2 *e = (const attn_kernel_v2 *)table + i;
+            k[i] = (attn_kernel){.name = e->name, .fwd = e->fwd, .caps = e->caps, .dtypes = e->dtypes,
+                                 .head_dims = e->head_dims};
+        }
+    }
     return k;
+}
+
+/* NULL when head_dim_pairs is NULL or a well-formed list, else the reason (in err). */
+static const char *check_pairs(const attn_kernel *k, char *err, size_t errlen) {
+    const int *l = k->head_dim_pairs;
+    if (!l) return NULL;
+    if (!l[0]) {
+        snprintf(err, errlen, "kernel '%s': head_dim_pairs is empty (NULL takes any pair)", k->name);
+        return err;
+    }
+    for (int i = 0; l[2 * i]; i++) {
+        const int d = l[2 * i], dv = l[2 * i + 1];
+        if (i == MAX_HEAD_DIM_PAIRS) {
+            snprintf(err, errlen, "kernel '%s': head_dim_pairs has no 0 after %d pairs", k->name, i);
+            return err;
+        }
+        if (d < 1 || dv < 1) {
+            snprintf(err, errlen, "kernel '%s': head_dim_pairs pair #%d is (%d, %d): each must be >= 1 (%s)",
+                     k->name, i, d, dv, dv ? "a negative value" : "the list ends inside a pair");
+            return err;
+        }
+        if (d != dv && !(k->caps & ATTN_CAP_HEAD_DIM_V)) {
+            snprintf(err, errlen, "kernel '%s': head_dim_pairs lists %dx%d but ATTN_CAP_HEAD_DIM_V is not in its caps",
+                     k->name, d, dv);
+            return err;
+        }
+    }
+    return NULL;
+}
+
+const char *attn_kernel_entry_check(const attn_kernel *k, int index, char *err, size_t errlen) {
+    if (!attn_kernel_name_valid(k->name)) {
+        snprintf(err, errlen, "kernel #%d has an invalid name '%s' (need [a-z0-9_]+)", index,
+                 k->name ? k->name : "(null)");
+        return err;
+    }
+    if (!k->fwd) {
+        snprintf(err, errlen, "kernel '%s' has no fwd function", k->name);
+        return err;
+    }
+    return check_pairs(k, err, errlen);
 }
 
 /* NULL when every entry is usable, else the reason (in err). */
 static const char *check_table(const char *path, const attn_kernel *kernels, int n, char *err,
                                size_t errlen) {
+    char why[512];
     for (int i = 0; i < n; i++) {
-        if (!attn_kernel_name_valid(kernels[i].name)) {
-            snprintf(err, errlen, "plugin %s: kernel #%d has an invalid name '%s' (need [a-z0-9_]+)",
-                     path, i, kernels[i].name ? kernels[i].name : "(null)");
-            return err;
-        }
-        if (!kernels[i].fwd) {
-            snprintf(err, errlen, "plugin %s: kernel '%s' has no fwd function", path,
-                     kernels[i].name);
+        if (attn_kernel_entry_check(&kernels[i], i, why, sizeof why)) {
+            snprintf(err, errlen, "plugin %s: %s", path, why);
             return err;
         }
         for (int j = 0; j < i; j++) {
@@ -79,8 +133,8 @@ const attn_kernel *attn_plugin_load(const char *path, int *count, char *err, siz
     }
     int n = -1, abi = -1;
     const attn_kernel *kernels = list(&n, &abi);
-    if (abi != 1 && abi != ATTN_ABI_VERSION) {
-        snprintf(err, errlen, "plugin %s: has ABI version %d; this harness takes versions 1 and %d",
+    if (abi < 1 || abi > ATTN_ABI_VERSION) {
+        snprintf(err, errlen, "plugin %s: has ABI version %d; this harness takes versions 1 to %d",
                  path, abi, ATTN_ABI_VERSION);
         return NULL;
     }
@@ -90,12 +144,12 @@ const attn_kernel *attn_plugin_load(const char *path, int *count, char *err, siz
         return NULL;
     }
     attn_kernel *converted = NULL;
-    if (abi == 1) {
-        /* the function returned a version-1 table under the version-2 type */
-        kernels = converted = from_v1((const attn_kernel_v1 *)(const void *)kernels, n);
+    if (abi < ATTN_ABI_VERSION) {
+        /* the function returned an older version's table under this version's type */
+        kernels = converted = convert((const void *)kernels, abi, n);
         if (!converted) {
-            snprintf(err, errlen, "plugin %s: out of memory converting %d version-1 kernels",
-                     path, n);
+            snprintf(err, errlen, "plugin %s: out of memory converting %d version-%d kernels",
+                     path, n, abi);
             return NULL;
         }
     }

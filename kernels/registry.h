@@ -9,13 +9,14 @@
 /* The built-in kernels; *count receives their number. */
 const attn_kernel *const *attn_builtin_kernels(int *count);
 
-/* Loads a plugin (dlopen) and returns its kernel table. ABI versions 1 and 2 load: a
- * version-1 table (entries {name, fwd}) comes back converted to version-2 entries with caps
- * 0, dtypes 0 and head_dims NULL, so that the kernels are given only version-1 problems
- * (attn_kernel_lacks). On failure returns NULL with "plugin <path>: <reason>" in err:
- * cannot be loaded, lacks attn_plugin_kernels, another ABI version (the message names the
- * versions this harness takes), no kernels, or a kernel with an invalid name or no fwd. The
- * library, and a converted table, stay for the life of the process. */
+/* Loads a plugin (dlopen) and returns its kernel table. ABI versions 1 to 3 load, each table
+ * read with its own version's layout: a version-1 table (entries {name, fwd}) comes back as
+ * version-3 entries with caps 0, dtypes 0 and head_dims NULL, so that the kernels are given
+ * only version-1 problems (attn_kernel_lacks); a version-2 table with its fields and
+ * head_dim_pairs NULL. On failure returns NULL with "plugin <path>: <reason>" in err: cannot
+ * be loaded, lacks attn_plugin_kernels, another ABI version (the message names the versions
+ * this harness takes), no kernels, or an entry that attn_kernel_entry_check refuses, or a
+ * name twice. The library, and a converted table, stay for the life of the process. */
 const attn_kernel *attn_plugin_load(const char *path, int *count, char *err, size_t errlen);
 
 /* The kernel called `name`: in the plugin at plugin_path if that is non-NULL, else among
@@ -35,13 +36,21 @@ const attn_tuning *attn_plugin_find_tuning(const char *path, const char *name, c
 /* 1 iff name matches [a-z0-9_]+ */
 int attn_kernel_name_valid(const char *name);
 
+/* NULL when kernel entry k (#index of its table) is usable, else err holding the reason: an
+ * invalid name, no fwd, or a malformed head_dim_pairs (empty, a value < 1, the 0 inside a
+ * pair, no 0 within 256 pairs, or a pair dv != d without ATTN_CAP_HEAD_DIM_V). */
+const char *attn_kernel_entry_check(const attn_kernel *k, int index, char *err, size_t errlen);
+
 /* Whether kernel k takes problem p (capability.c): NULL when it does, else buf holding a
  * one-line reason that names what is missing, e.g. "kernel 'x' does not take grouped KV
- * heads (heads_k 2 < heads 8): ATTN_CAP_GQA not in its caps". Checked: p's dtype against
- * k->dtypes, head_dim (and head_dim_v when set and different) against k->head_dims, and
- * each ATTN_CAP_* bit p needs against k->caps (a causal problem with window_right 0 and
- * window_left -1 is plain causal and needs no ATTN_CAP_WINDOW). Reads only p's scalars and
- * which pointers are NULL: never the device arrays. */
+ * heads (heads_k 2 < heads 8): ATTN_CAP_GQA not in its caps". Checked: the rules of
+ * attn_abi.h that decide what p needs (heads_k from 1 to heads dividing it, no causal with
+ * window_right > 0, no cu_seqlens_k with block_table: no kernel takes a problem that breaks
+ * one, "an invalid problem"), p's dtype against k->dtypes, the pair (head_dim, head_dim_v)
+ * against k->head_dim_pairs when set, else head_dim (and head_dim_v when set and different)
+ * against k->head_dims, and each ATTN_CAP_* bit p needs against k->caps (a causal problem
+ * with window_right 0 and window_left -1 is plain causal and needs no ATTN_CAP_WINDOW).
+ * Reads only p's scalars and which pointers are NULL: never the device arrays. */
 const char *attn_kernel_lacks(const attn_kernel *k, const attn_fwd_params *p, char *buf,
                               size_t len);
 

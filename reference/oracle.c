@@ -3,9 +3,47 @@
  * bound 0), empty rows give o = 0 and lse = -INFINITY. Meant for small shapes;
  * O(batch*heads*seqlen_q*seqlen_k*(head_dim + head_dim_v)). */
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "oracle.h"
+
+static int refuse(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && len) vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+int attn_oracle_check(const attn_oracle_problem *pr, char *err, size_t len)
+{
+    const struct { const char *field; int value, min; } ints[] = {
+        {"batch", pr->batch, 1},           {"heads", pr->heads, 1},
+        {"heads_k", pr->heads_k, 1},       {"head_dim", pr->head_dim, 1},
+        {"head_dim_v", pr->head_dim_v, 0}, {"window_left", pr->window_left, -1},
+        {"window_right", pr->window_right, -1}, {"max_seqlen_q", pr->max_seqlen_q, 0},
+        {"max_seqlen_k", pr->max_seqlen_k, 0},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i].value < ints[i].min)
+            return refuse(err, len, "%s %d must be >= %d", ints[i].field, ints[i].value, ints[i].min);
+    if (pr->heads % pr->heads_k)
+        return refuse(err, len, "heads_k %d does not divide heads %d", pr->heads_k, pr->heads);
+    if (pr->causal && pr->window_right > 0)
+        return refuse(err, len, "window_right %d with causal (causal means window_right 0)", pr->window_right);
+    for (int b = 0; b < pr->batch; b++) {
+        if (pr->seqlen_q[b] < 0 || pr->seqlen_q[b] > pr->max_seqlen_q)
+            return refuse(err, len, "seqlen_q[%d] = %d is outside [0, max_seqlen_q %d]", b, pr->seqlen_q[b],
+                          pr->max_seqlen_q);
+        if (pr->seqlen_k[b] < 0 || pr->seqlen_k[b] > pr->max_seqlen_k)
+            return refuse(err, len, "seqlen_k[%d] = %d is outside [0, max_seqlen_k %d] (the keys it stores)", b,
+                          pr->seqlen_k[b], pr->max_seqlen_k);
+    }
+    return 0;
+}
 
 /* Score of query row q against key row k: scaled, then capped (before any mask). */
 static double score(const float *q, const float *k, int head_dim, double scale, double softcap)
@@ -16,15 +54,16 @@ static double score(const float *q, const float *k, int head_dim, double scale, 
     return softcap > 0 ? softcap * tanh(s / softcap) : s;
 }
 
-void attn_oracle_forward(const attn_oracle_problem *pr, const float *q, const float *k,
-                         const float *v, double *o, double *lse)
+int attn_oracle_forward(const attn_oracle_problem *pr, const float *q, const float *k,
+                        const float *v, double *o, double *lse)
 {
-    const int heads_k = pr->heads_k > 0 ? pr->heads_k : pr->heads;
+    if (attn_oracle_check(pr, NULL, 0)) return 1;
+    const int heads_k = pr->heads_k;
     const int group = pr->heads / heads_k; /* query heads per KV head */
     const size_t D = (size_t)pr->head_dim;
     const size_t DV = (size_t)(pr->head_dim_v > 0 ? pr->head_dim_v : pr->head_dim);
     const size_t SQ = (size_t)pr->max_seqlen_q, SK = (size_t)pr->max_seqlen_k;
-    /* Bounds on d = j - (i + sk - sq): d <= R and d >= -L; -1 is unbounded. */
+    /* Bounds on d = j - (i + sk - sq), sk the used keys: d <= R and d >= -L; -1 is unbounded. */
     const long long R = pr->causal ? 0 : pr->window_right;
     const long long L = pr->window_left;
 
@@ -72,4 +111,5 @@ void attn_oracle_forward(const attn_oracle_problem *pr, const float *q, const fl
             }
         }
     }
+    return 0;
 }

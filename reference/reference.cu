@@ -303,8 +303,69 @@ extern "C" void attn_ref_destroy(attn_reference *r)
     free(r);
 }
 
+/* The rules of attn_abi.h that p's scalars decide, as harness/problem.h's attn_problem_check
+ * has them (the harness checks every rule before it asks for a reference; these keep any
+ * other caller from a silent wrong answer or a fault): an invalid problem is refused. */
+static int check_rules(const attn_fwd_params *p, char *err, size_t errlen)
+{
+    if (p->window_left < -1 || p->window_right < -1 || (p->causal && p->window_right > 0))
+        return fail(err, errlen, __LINE__,
+                    "attn_ref_forward: window_left %d, window_right %d%s: invalid (each >= -1, and causal means "
+                    "window_right 0)", p->window_left, p->window_right, p->causal ? " with causal" : "");
+    if (p->block_table && (p->cu_seqlens_k || p->page_size < 1 || p->num_pages < 1 || p->block_table_stride < 1 ||
+                           (int64_t)p->block_table_stride * p->page_size < p->seqlen_k))
+        return fail(err, errlen, __LINE__,
+                    "attn_ref_forward: paged K/V with%s cu_seqlens_k, page_size %d, num_pages %d, block_table_stride "
+                    "%d, seqlen_k %d: invalid (no cu_seqlens_k, each >= 1, block_table_stride * page_size >= seqlen_k)",
+                    p->cu_seqlens_k ? "" : "out", p->page_size, p->num_pages, p->block_table_stride, p->seqlen_k);
+    const int64_t strides[12] = {p->q_batch_stride, p->q_head_stride, p->q_row_stride, p->k_batch_stride,
+                                 p->k_head_stride,  p->k_row_stride,  p->v_batch_stride, p->v_head_stride,
+                                 p->v_row_stride,   p->o_batch_stride, p->o_head_stride, p->o_row_stride};
+    static const char *const names[12] = {"q_batch", "q_head", "q_row", "k_batch", "k_head", "k_row",
+                                           "v_batch", "v_head", "v_row", "o_batch", "o_head", "o_row"};
+    for (int i = 0; i < 12; i++)
+        if (strides[i] < 0)
+            return fail(err, errlen, __LINE__, "attn_ref_forward: %s_stride %lld must be >= 0", names[i],
+                        (long long)strides[i]);
+    return 0;
+}
+
+/* The rules of attn_abi.h on the problem's arrays (host copies: cq, ck, used, table; NULL where
+ * p has none), as attn_problem_check has them: no row stride 0 over more than one row, each
+ * sequence's used keys within its stored ones, the block-table entries it reads (its first
+ * ceil(used / page_size), the only ones the gather reads) inside the pool. */
+static int check_sequences(const attn_fwd_params *p, const int32_t *cq, const int32_t *ck, const int32_t *used,
+                           const int32_t *table, char *err, size_t errlen)
+{
+    const int64_t rows_q = cq ? cq[p->batch] : p->seqlen_q;
+    const int64_t rows_k = p->block_table ? p->page_size : ck ? ck[p->batch] : p->seqlen_k;
+    if ((rows_q > 1 && (p->q_row_stride == 0 || p->o_row_stride == 0)) ||
+        (rows_k > 1 && (p->k_row_stride == 0 || p->v_row_stride == 0)))
+        return fail(err, errlen, __LINE__,
+                    "attn_ref_forward: a row stride of 0 (q %lld, k %lld, v %lld, o %lld) over more than one row "
+                    "(%lld of Q and O, %lld of K and V): invalid", (long long)p->q_row_stride,
+                    (long long)p->k_row_stride, (long long)p->v_row_stride, (long long)p->o_row_stride,
+                    (long long)rows_q, (long long)rows_k);
+    for (int b = 0; b < p->batch; b++) {
+        const int stored = ck ? ck[b + 1] - ck[b] : p->seqlen_k;
+        if (used && (used[b] < 0 || used[b] > stored))
+            return fail(err, errlen, __LINE__, "attn_ref_forward: seqused_k[%d] = %d is outside [0, %d]", b, used[b],
+                        stored);
+        const int64_t n = table ? ((int64_t)(used ? used[b] : stored) + p->page_size - 1) / p->page_size : 0;
+        for (int64_t j = 0; j < n; j++) {
+            const int32_t page = table[(int64_t)b * p->block_table_stride + j];
+            if (page < 0 || page >= p->num_pages)
+                return fail(err, errlen, __LINE__,
+                            "attn_ref_forward: block_table[%d][%lld] = %d is outside the pool (num_pages %d)", b,
+                            (long long)j, page, p->num_pages);
+        }
+    }
+    return 0;
+}
+
 /* attn_ref_forward's arguments, checked; err names the first that is wrong. (Whether the
- * problem itself is well-formed is harness/problem.h's attn_problem_check.) */
+ * problem itself is well-formed is harness/problem.h's attn_problem_check; the rules above
+ * are the reference's guard.) */
 static int check_forward_args(const attn_reference *r, const attn_fwd_params *p,
                               attn_ref_variant variant, const float *o_out, char *err,
                               size_t errlen)
@@ -326,7 +387,7 @@ static int check_forward_args(const attn_reference *r, const attn_fwd_params *p,
                     MAX_HEAD_DIM);
     if (!p->q || !p->k || !p->v || !o_out)
         return fail(err, errlen, __LINE__, "attn_ref_forward: NULL q, k, v or o_out");
-    return 0;
+    return check_rules(p, err, errlen);
 }
 
 /* One attn_ref_forward call, as every chunk of it needs it (the scratch already grown). */
@@ -486,12 +547,11 @@ static int forward_all(const struct forward_job *job, int chunk, const int32_t *
     return 0;
 }
 
-extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
-                                attn_ref_variant variant, float *o_out, float *lse_out,
-                                cudaStream_t stream, char *err, size_t errlen)
+/* attn_ref_forward once its problem is checked (cq, ck, used: the host copies, or NULL). */
+static int forward_checked(attn_reference *r, const attn_fwd_params *p, attn_ref_variant variant, float *o_out,
+                           float *lse_out, cudaStream_t stream, const int32_t *cq, const int32_t *ck,
+                           const int32_t *used, char *err, size_t errlen)
 {
-    if (check_forward_args(r, p, variant, o_out, err, errlen)) return -1;
-
     const int H = p->heads, Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
     const int Dv = p->head_dim_v ? p->head_dim_v : D;
 
@@ -508,18 +568,28 @@ extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
 
     CUBLAS_CALL(cublasSetStream, r->blas, stream);
 
-    int32_t *cq = NULL, *ck = NULL, *used = NULL;
+    const score_rule rule = {p->window_left, p->causal ? 0 : p->window_right, p->softcap};
+    const struct forward_job job = {r, p, variant == ATTN_REF_LOWP, Dv, rule, o_out, lse_out, stream};
+    return forward_all(&job, chunk, cq, ck, used, err, errlen);
+}
+
+extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
+                                attn_ref_variant variant, float *o_out, float *lse_out,
+                                cudaStream_t stream, char *err, size_t errlen)
+{
+    if (check_forward_args(r, p, variant, o_out, err, errlen)) return -1;
+    /* the problem's arrays, checked before anything is allocated */
+    int32_t *cq = NULL, *ck = NULL, *used = NULL, *table = NULL;
     int rc = to_host(p->cu_seqlens_q, p->batch + 1, &cq, stream, err, errlen) ||
              to_host(p->cu_seqlens_k, p->batch + 1, &ck, stream, err, errlen) ||
-             to_host(p->seqused_k, p->batch, &used, stream, err, errlen);
-    if (!rc) {
-        const score_rule rule = {p->window_left, p->causal ? 0 : p->window_right, p->softcap};
-        const struct forward_job job = {r, p, variant == ATTN_REF_LOWP, Dv, rule, o_out, lse_out, stream};
-        rc = forward_all(&job, chunk, cq, ck, used, err, errlen);
-    }
+             to_host(p->seqused_k, p->batch, &used, stream, err, errlen) ||
+             to_host(p->block_table, p->batch * p->block_table_stride, &table, stream, err, errlen) ||
+             check_sequences(p, cq, ck, used, table, err, errlen) ||
+             forward_checked(r, p, variant, o_out, lse_out, stream, cq, ck, used, err, errlen);
     free(cq);
     free(ck);
     free(used);
+    free(table);
     return rc ? -1 : 0;
 }
 
@@ -536,6 +606,16 @@ extern "C" int attn_ref_baseline(attn_reference *r, const attn_fwd_params *p,
         return fail(err, errlen, __LINE__, "attn_ref_baseline: NULL argument");
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)
         return fail(err, errlen, __LINE__, "attn_ref_baseline: unknown dtype %d", (int)p->dtype);
+    /* It computes version-1 problems only (p->causal its one mask, one head dim, dense rows):
+     * anything else is refused rather than answered wrongly. */
+    if (p->heads_k != p->heads || (p->head_dim_v && p->head_dim_v != p->head_dim) || p->window_left >= 0 ||
+        p->window_right > 0 || (p->window_right == 0 && !p->causal) || p->softcap > 0 || p->cu_seqlens_q ||
+        p->cu_seqlens_k || p->block_table || p->seqused_k)
+        return fail(err, errlen, __LINE__,
+                    "attn_ref_baseline: version-1 problems only (heads_k %d, head_dim_v %d, window %d:%d, softcap %g, "
+                    "cu_seqlens, block_table or seqused_k set: %s)", p->heads_k, p->head_dim_v, p->window_left,
+                    p->window_right, (double)p->softcap,
+                    p->cu_seqlens_q || p->cu_seqlens_k || p->block_table || p->seqused_k ? "yes" : "no");
     const int Sq = p->seqlen_q, Sk = p->seqlen_k, D = p->head_dim;
     /* The GEMMs batch over one dimension with one stride per tensor and loop over the other.
      * (b, h) pairs flatten into one run when every tensor's batch stride is heads x its head

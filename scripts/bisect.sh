@@ -31,6 +31,7 @@ mode=${1:-}
 case $mode in
   correctness|perf) ;;
   -h|--help)
+    echo "$usage"
     sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$self"
     # under `git bisect run` a 0 would mark the commit good
     [ -e "$(git rev-parse --git-path BISECT_START 2>/dev/null)" ] && exit 129

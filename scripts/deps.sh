@@ -3,6 +3,12 @@
 # for a GPU machine that reaches no package registry: run it where apt-get works, then
 # copy .deps/ along (the .pc files point at this checkout's absolute path).
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  echo "usage: $0"
+  sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
+[ $# -eq 0 ] || { echo "deps.sh: unknown argument '$1' (it takes none; --help)" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=$root/.deps
 tmp=$(mktemp -d)

@@ -1,5 +1,11 @@
 # Sourced by the other scripts: makes the C dependencies findable (pkg-config), installing
 # the missing Debian packages when run as root, else using .deps/ (scripts/deps.sh).
+# Then attn_configure_build <build dir> [cmake args...] configures and builds (logs beside it).
+if [ "${BASH_SOURCE[0]}" = "$0" ] && { [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; }; then # run, not sourced
+  echo "usage: source scripts/env.sh (from bash)"
+  sed -n '1,/^if /{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 ATTN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ATTN_DEB_PACKAGES="pkg-config check libsubunit-dev libinih-dev libjansson-dev"
 ATTN_PC_MODULES="check inih jansson"

@@ -17,6 +17,11 @@
 # Exit non-zero on any correctness failure, fuzzing finding, benchmark failure or regression against the
 # previous results (scripts/compare.py, threshold ATTN_NIGHTLY_THRESHOLD percent, default 2).
 set -uo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  echo "usage: $0 [ctest filters for the benchmarks...]"
+  sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 source "$(dirname "$0")/env.sh"
 build=${ATTN_BUILD_DIR:-$ATTN_ROOT/build-nightly}
 results=$ATTN_ROOT/results

@@ -5,8 +5,18 @@
 # The launch check runs no reference (no cuBLAS): every CUDA kernel in the process is the
 # kernel under test's or the harness's own input generator, so nothing needs filtering and
 # a plugin is checked exactly as a built-in kernel is.
-# Exit 0 clean, 1 reports or a failure, 77 no GPU or no compute-sanitizer.
+# Exit 0 clean, 1 reports or a failure, 2 bad arguments, 77 no GPU or no compute-sanitizer.
 set -uo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  echo "usage: $0 <memcheck|racecheck|synccheck|initcheck> <attn_correctness> [args...]"
+  sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
+case ${1:-} in
+  memcheck|racecheck|synccheck|initcheck) ;;
+  *) echo "sanitize: expected a tool (memcheck, racecheck, synccheck or initcheck), got '${1:-}'" >&2; exit 2 ;;
+esac
+[ $# -ge 2 ] || { echo "sanitize: expected the attn_correctness command after '$1'" >&2; exit 2; }
 tool=$1
 shift
 san=${ATTN_COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}

@@ -2,6 +2,11 @@
 # The project's tests: build, then every test (host unit tests; GPU suites run on a GPU and
 # are reported skipped, with the reason, on a machine without one). CI runs this.
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  echo "usage: $0 [ctest arguments...]"
+  sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 source "$(dirname "$0")/env.sh"
 build=${ATTN_BUILD_DIR:-$ATTN_ROOT/build}
 echo "== configure and build in $build"

@@ -15,6 +15,7 @@
  *               batch > heads and on BHSD, so each of its ways of batching the GEMMs is run.
  * Exit 0 pass, 1 fail, 77 no GPU. */
 #include <check.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "args.h"
 #include "gpu_problem.h"
 #include "harness.h"
 #include "oracle.h"
@@ -263,7 +265,8 @@ static void check_case(ref_check *rc, int sq, int sk, int causal, int batch, int
                               .window_right = f.window_right, .softmax_scale = (double)(float)c->scale,
                               .softcap = (double)(float)f.softcap, .seqlen_q = sqs, .seqlen_k = sks,
                               .max_seqlen_q = sq, .max_seqlen_k = sk};
-    attn_oracle_forward(&pr, c->fq, c->fk, c->fv, c->xo, c->xl);
+    ck_assert_msg(attn_oracle_forward(&pr, c->fq, c->fk, c->fv, c->xo, c->xl) == 0,
+                  "the oracle refused the problem (an invalid case: see attn_abi.h)");
     run_gpu(rc->ref, c);
     double rbound = check_o(c);
     if (c->baseline) check_baseline_o(c, rbound);
@@ -311,14 +314,43 @@ START_TEST(version2_features) {
 }
 END_TEST
 
+#define USAGE "usage: attn_reference_check --dtype fp16|bf16 --head-dim D\n"
+
+/* The command line into run: -1 to go on, else main's exit code (0 after --help; 2 after a
+ * line naming the bad argument). */
+static int parse_args(int argc, char **argv, ref_check *run) {
+    int have_dtype = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        long d = val ? strtol(val, &end, 10) : 0;
+        if (attn_is_help(opt)) {
+            printf(USAGE "Checks the GPU reference (golden and low-precision, and the benchmarks' cuBLAS + softmax\n"
+                   "baseline) against the float64 CPU oracle on small shapes (suites/reference_check.c lists\n"
+                   "the bounds). Exit 0 pass, 1 fail, 77 no GPU, 2 bad arguments.\n");
+            return 0;
+        }
+        if (strcmp(opt, "--dtype") && strcmp(opt, "--head-dim"))
+            return fprintf(stderr, "attn_reference_check: unknown argument '%s'\n" USAGE, opt), 2;
+        if (!val) return fprintf(stderr, "attn_reference_check: option '%s' needs a value\n" USAGE, opt), 2;
+        if (!strcmp(opt, "--dtype") && attn_dtype_parse(val, &run->dtype))
+            return fprintf(stderr, "attn_reference_check: --dtype: expected fp16 or bf16, got '%s'\n", val), 2;
+        if (!strcmp(opt, "--head-dim") && (!*val || *end || d < 1 || d > INT_MAX))
+            return fprintf(stderr, "attn_reference_check: --head-dim: expected a positive integer, got '%s'\n", val), 2;
+        if (!strcmp(opt, "--head-dim")) run->head_dim = (int)d;
+        else have_dtype = 1;
+        i++;
+    }
+    if (!have_dtype || !run->head_dim)
+        return fprintf(stderr, "attn_reference_check: missing option %s\n" USAGE, have_dtype ? "--head-dim" : "--dtype"), 2;
+    return -1;
+}
+
 int main(int argc, char **argv) {
     ref_check run = {0};
     the_run = &run;
-    if (argc != 5 || strcmp(argv[1], "--dtype") || attn_dtype_parse(argv[2], &run.dtype) ||
-        strcmp(argv[3], "--head-dim") || (run.head_dim = atoi(argv[4])) <= 0) {
-        fprintf(stderr, "usage: %s --dtype fp16|bf16 --head-dim D\n", argv[0]);
-        return 2;
-    }
+    int rc = parse_args(argc, argv, &run);
+    if (rc >= 0) return rc;
     char err[1024];
     if (!attn_gpu_available(err, sizeof err)) {
         printf("SKIPPED: %s\n", err);

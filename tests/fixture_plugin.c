@@ -1,8 +1,11 @@
 /* Test fixture plugins for the loader: FIXTURE_GOOD exports one kernel that always answers
  * ATTN_UNSUPPORTED, with one tunable (attn_plugin_tuning); FIXTURE_BAD_NAME's tunables are
  * malformed too (a tunable without values); FIXTURE_V1 is built against the version-1 header (tests/abi_v1 first on
- * the include path) and exports two kernels that take head dim 64 only; the others are
- * broken in one way each. */
+ * the include path) and exports two kernels that take head dim 64 only; FIXTURE_V2 is built
+ * against the version-2 header (tests/abi_v2) and exports two kernels whose version-2 fields
+ * all differ, so that a table read with another layout shows; FIXTURE_PAIRS declares
+ * version 3's head_dim_pairs; the others are broken in one way each (FIXTURE_BAD_PAIRS: a
+ * pair 192x128 without ATTN_CAP_HEAD_DIM_V). */
 #include <stddef.h>
 
 #include "attn_abi.h"
@@ -14,20 +17,38 @@ static int unsupported_fwd(const attn_fwd_params *p, cudaStream_t s) {
     return ATTN_UNSUPPORTED;
 }
 
-#if defined(FIXTURE_V1)
-#if ATTN_ABI_VERSION != 1
-#error "FIXTURE_V1 must be built with tests/abi_v1 before kernels/ on the include path"
-#endif
+#if defined(FIXTURE_V1) || defined(FIXTURE_V2)
 /* reads a version-1 field: OK for head dim 64, else not supported */
 static int d64_fwd(const attn_fwd_params *p, cudaStream_t s) {
     (void)s;
     return p && p->head_dim == 64 ? ATTN_OK : ATTN_UNSUPPORTED;
 }
+#endif
+
+#if defined(FIXTURE_V1)
+#if ATTN_ABI_VERSION != 1
+#error "FIXTURE_V1 must be built with tests/abi_v1 before kernels/ on the include path"
+#endif
 static const attn_kernel table[] = {{"fixture_v1_a", d64_fwd}, {"fixture_v1_b", unsupported_fwd}};
+#elif defined(FIXTURE_V2)
+#if ATTN_ABI_VERSION != 2
+#error "FIXTURE_V2 must be built with tests/abi_v2 before kernels/ on the include path"
+#endif
+static const int v2_dims[] = {64, 128, 192, 0};
+static const attn_kernel table[] = {
+    {"fixture_v2_a", d64_fwd, ATTN_CAP_GQA | ATTN_CAP_HEAD_DIM_V, 1u << ATTN_BF16, v2_dims},
+    {"fixture_v2_b", unsupported_fwd, ATTN_CAP_WINDOW, 0, NULL},
+};
+#elif defined(FIXTURE_PAIRS)
+static const int pairs[] = {64, 64, 192, 128, 0};
+static const attn_kernel table[] = {{"fixture_pairs", unsupported_fwd, ATTN_CAP_HEAD_DIM_V, 0, NULL, pairs}};
+#elif defined(FIXTURE_BAD_PAIRS)
+static const int pairs[] = {192, 128, 0};
+static const attn_kernel table[] = {{"fixture_bad_pairs", unsupported_fwd, 0, 0, NULL, pairs}};
 #elif defined(FIXTURE_BAD_NAME)
-static const attn_kernel table[] = {{"Bad-Name", unsupported_fwd, 0, 0, NULL}};
+static const attn_kernel table[] = {{"Bad-Name", unsupported_fwd, 0, 0, NULL, NULL}};
 #else
-static const attn_kernel table[] = {{"fixture_unsupported", unsupported_fwd, 0, 0, NULL}};
+static const attn_kernel table[] = {{"fixture_unsupported", unsupported_fwd, 0, 0, NULL, NULL}};
 #endif
 
 #if !defined(FIXTURE_NO_SYMBOL)

@@ -1,8 +1,13 @@
-/* The float64 CPU oracle on cases computed by hand. */
+/* The float64 CPU oracle on cases computed by hand, and the rules of attn_abi.h that the
+ * oracle and the cuBLAS reference refuse problems by (host-only: the reference refuses
+ * before any CUDA call). */
 #include "unit.h"
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "oracle.h"
+#include "reference.h"
 
 enum { MAX_BATCH = 4 };
 static int all_q[MAX_BATCH], all_k[MAX_BATCH]; /* the lengths dense() points at */
@@ -326,16 +331,137 @@ START_TEST(head_dim_v_narrower_and_wider) {
 }
 END_TEST
 
-START_TEST(zero_means_off) {
-    /* heads_k 0 is heads and head_dim_v 0 is head_dim: the batch_and_heads case again */
+START_TEST(head_dim_v_zero_is_off) {
+    /* head_dim_v 0 is head_dim: the batch_and_heads case again */
     float q[4] = {1, 1, 1, 1}, k[4] = {1, 2, 3, 4}, v[4] = {10, 20, 30, 40};
     double o[4], lse[4];
     attn_oracle_problem p = dense(2, 2, 1, 1, 1, 0, 1.0);
-    p.heads_k = 0, p.head_dim_v = 0;
-    attn_oracle_forward(&p, q, k, v, o, lse);
+    p.head_dim_v = 0;
+    ck_assert_int_eq(attn_oracle_forward(&p, q, k, v, o, lse), 0);
     for (int i = 0; i < 4; i++) {
         ck_assert_double_eq_tol(o[i], v[i], 1e-15);
         ck_assert_double_eq_tol(lse[i], k[i], 1e-15);
+    }
+}
+END_TEST
+
+/* The problem p breaks a rule: attn_oracle_check names it and attn_oracle_forward writes
+ * nothing. */
+static void refused(const attn_oracle_problem *p, const char *expect, int line) {
+    float q[8] = {0}, k[8] = {0}, v[8] = {0};
+    double o[8], lse[8];
+    for (int i = 0; i < 8; i++) o[i] = lse[i] = 7;
+    char err[256] = "";
+    ck_assert_msg(attn_oracle_check(p, err, sizeof err) == 1, "line %d: passed", line);
+    ck_assert_msg(strstr(err, expect), "line %d: expected '%s' in: %s", line, expect, err);
+    ck_assert_msg(attn_oracle_forward(p, q, k, v, o, lse) == 1, "line %d: computed", line);
+    for (int i = 0; i < 8; i++) ck_assert_msg(o[i] == 7 && lse[i] == 7, "line %d: wrote o or lse", line);
+}
+#define REFUSED(edit, expect)                              \
+    do {                                                   \
+        attn_oracle_problem p = dense(2, 2, 1, 2, 1, 0, 1.0); \
+        edit;                                              \
+        refused(&p, expect, __LINE__);                     \
+    } while (0)
+
+/* attn_abi.h's rules as the oracle has them: heads_k 0 is invalid (it was read as heads),
+ * causal with window_right > 0 is invalid (it was computed as causal), a sequence uses at
+ * most the keys it stores (it read past them) */
+START_TEST(invalid_problems) {
+    REFUSED(p.heads_k = 0, "heads_k 0 must be >= 1");
+    REFUSED(p.heads_k = 4, "heads_k 4 does not divide heads 2");
+    REFUSED((p.causal = 1, p.window_right = 1), "window_right 1 with causal (causal means window_right 0)");
+    REFUSED(p.window_left = -2, "window_left -2 must be >= -1");
+    REFUSED(all_k[1] = 3, "seqlen_k[1] = 3 is outside [0, max_seqlen_k 2]");
+    REFUSED(all_k[0] = -1, "seqlen_k[0] = -1 is outside");
+    REFUSED(all_q[1] = 2, "seqlen_q[1] = 2 is outside [0, max_seqlen_q 1]");
+    /* the boundaries pass: causal with window_right 0 or -1, no keys at all */
+    char err[128];
+    attn_oracle_problem p = dense(2, 2, 1, 2, 1, 1, 1.0);
+    p.window_right = 0;
+    ck_assert_msg(!attn_oracle_check(&p, err, sizeof err), "%s", err);
+    all_k[0] = 0;
+    ck_assert_msg(!attn_oracle_check(&p, err, sizeof err), "%s", err);
+}
+END_TEST
+
+/* attn_abi.h: with seqused_k the diagonal is taken from the used keys. A cache of 4 keys of
+ * which 2 are used (the caller passes seqlen_k 2, max_seqlen_k 4), 2 queries, causal: row 0
+ * sees key 0 only and row 1 keys 0..1 (from the stored 4 keys it would see 0..2 and 0..3). */
+START_TEST(used_keys_set_the_diagonal) {
+    const int sq[1] = {2}, used[1] = {2};
+    double o[2], lse[2];
+    attn_oracle_problem p = dense(1, 1, 2, 4, 1, 1, 1.0);
+    p.seqlen_q = sq, p.seqlen_k = used;
+    ck_assert_int_eq(attn_oracle_forward(&p, zero_q, ones_k, pow2_v, o, lse), 0);
+    const double want[2] = {1, 1.5};
+    const int count[2] = {1, 2};
+    check_rows(o, lse, want, count, 2);
+}
+END_TEST
+
+/* ---- the cuBLAS reference's guard (reference.cu): the same rules refused, each named,
+ * before the handle or the GPU is used ---- */
+
+static char buf_in[64];
+
+/* A version-1 problem for the reference (batch 2, heads 4, S 8, d 64, dense rows). */
+static attn_fwd_params ref_problem(void) {
+    return (attn_fwd_params){.dtype = ATTN_F16, .batch = 2, .heads = 4, .seqlen_q = 8, .seqlen_k = 8,
+                             .head_dim = 64, .softmax_scale = 0.125f, .q = buf_in, .k = buf_in,
+                             .v = buf_in, .o = buf_in,
+                             .q_batch_stride = 2048, .q_head_stride = 64, .q_row_stride = 256,
+                             .k_batch_stride = 2048, .k_head_stride = 64, .k_row_stride = 256,
+                             .v_batch_stride = 2048, .v_head_stride = 64, .v_row_stride = 256,
+                             .o_batch_stride = 2048, .o_head_stride = 64, .o_row_stride = 256,
+                             .heads_k = 4, .window_left = -1, .window_right = -1};
+}
+
+/* attn_ref_forward (or, baseline, attn_ref_baseline) refuses p with expect in its message. The
+ * handle is a zeroed stand-in: a refused problem never reaches it. */
+static void ref_refuses(const attn_fwd_params *p, int baseline, const char *expect, int line) {
+    static double stand_in[64];
+    attn_reference *r = (attn_reference *)stand_in;
+    float o[1];
+    char err[512] = "";
+    int rc = baseline ? attn_ref_baseline(r, p, 0, err, sizeof err)
+                      : attn_ref_forward(r, p, ATTN_REF_GOLDEN, o, NULL, 0, err, sizeof err);
+    ck_assert_msg(rc != 0, "line %d: accepted", line);
+    ck_assert_msg(strstr(err, expect), "line %d: expected '%s' in: %s", line, expect, err);
+}
+#define REF_REFUSES(edit, expect)             \
+    do {                                      \
+        attn_fwd_params p = ref_problem();    \
+        edit;                                 \
+        ref_refuses(&p, 0, expect, __LINE__); \
+    } while (0)
+
+START_TEST(reference_refuses_invalid) {
+    static const int32_t arr[4] = {0};
+    REF_REFUSES(p.heads_k = 0, "heads_k=0");
+    REF_REFUSES((p.causal = 1, p.window_right = 2), "window_right 2 with causal: invalid");
+    REF_REFUSES(p.window_left = -3, "window_left -3, window_right -1: invalid");
+    REF_REFUSES((p.block_table = arr, p.page_size = 16, p.num_pages = 1, p.block_table_stride = 1,
+                 p.cu_seqlens_k = arr), "paged K/V with cu_seqlens_k");
+    REF_REFUSES((p.block_table = arr, p.page_size = 4, p.num_pages = 1, p.block_table_stride = 1),
+                "block_table_stride 1, seqlen_k 8: invalid");
+    REF_REFUSES((p.block_table = arr, p.page_size = 8, p.num_pages = 0, p.block_table_stride = 1),
+                "num_pages 0");
+    REF_REFUSES(p.k_head_stride = -64, "k_head_stride -64 must be >= 0");
+    REF_REFUSES(p.o_row_stride = -1, "o_row_stride -1 must be >= 0");
+    REF_REFUSES(p.k_row_stride = 0, "a row stride of 0 (q 256, k 0, v 256, o 256) over more than one row");
+    REF_REFUSES((p.seqlen_k = 1, p.q_row_stride = 0), "(8 of Q and O, 1 of K and V): invalid");
+    /* the benchmark baseline computes version-1 problems only (it answered these wrongly) */
+    const char *v1_only = "attn_ref_baseline: version-1 problems only";
+    for (int i = 0; i < 6; i++) {
+        attn_fwd_params p = ref_problem();
+        if (i == 0) p.heads_k = 2;
+        if (i == 1) p.window_right = 0; /* causal without the causal flag */
+        if (i == 2) p.window_left = 3;
+        if (i == 3) p.softcap = 30;
+        if (i == 4) p.head_dim_v = 32;
+        if (i == 5) p.seqused_k = arr;
+        ref_refuses(&p, 1, v1_only, __LINE__);
     }
 }
 END_TEST
@@ -426,9 +552,15 @@ int main(void) {
     tcase_add_test(v2, softcap_bounds_scores);
     tcase_add_test(v2, softcap_before_mask);
     tcase_add_test(v2, head_dim_v_narrower_and_wider);
-    tcase_add_test(v2, zero_means_off);
+    tcase_add_test(v2, head_dim_v_zero_is_off);
+    tcase_add_test(v2, used_keys_set_the_diagonal);
     tcase_add_test(v2, per_sequence_lengths);
     tcase_add_test(v2, features_combined);
     suite_add_tcase(s, v2);
+
+    TCase *rules = tcase_create("rules");
+    tcase_add_test(rules, invalid_problems);
+    tcase_add_test(rules, reference_refuses_invalid);
+    suite_add_tcase(s, rules);
     return attn_unit_run(s);
 }

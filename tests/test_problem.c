@@ -18,23 +18,32 @@ static int dummy_fwd(const attn_fwd_params *p, cudaStream_t s) {
 
 static char buf_q, buf_k, buf_v, buf_o; /* never dereferenced: the checks look at the pointers */
 
-/* A version-1 problem: every version-2 field at its "off" value. */
+/* A version-1 problem: every version-2 field at its "off" value; rows of [row][head][dim]
+ * (any strides >= 0 do: no element is read). */
 static attn_fwd_params plain(void) {
     return (attn_fwd_params){.dtype = ATTN_F16, .batch = 2, .heads = 8, .seqlen_q = 16,
                              .seqlen_k = 40, .head_dim = 64, .softmax_scale = 0.125f,
-                             .q = &buf_q, .k = &buf_k, .v = &buf_v, .o = &buf_o, .heads_k = 8,
-                             .window_left = -1, .window_right = -1};
+                             .q = &buf_q, .k = &buf_k, .v = &buf_v, .o = &buf_o,
+                             .q_batch_stride = 16 * 1024, .q_head_stride = 128, .q_row_stride = 1024,
+                             .k_batch_stride = 40 * 1024, .k_head_stride = 128, .k_row_stride = 1024,
+                             .v_batch_stride = 40 * 1024, .v_head_stride = 128, .v_row_stride = 1024,
+                             .o_batch_stride = 16 * 1024, .o_head_stride = 128, .o_row_stride = 1024,
+                             .heads_k = 8, .window_left = -1, .window_right = -1};
 }
 
 /* ---- attn_kernel_lacks ---- */
 
-/* the reason kernel {name "x", caps, dtypes, head_dims} gives for p, or NULL */
+/* the reason kernel {name "x", caps, dtypes, head_dims, head_dim_pairs} gives for p, or NULL */
 static char why[512];
-static const char *lacks(uint32_t caps, uint32_t dtypes, const int *dims, attn_fwd_params p) {
-    attn_kernel k = {"x", dummy_fwd, caps, dtypes, dims};
+static const char *lacks_pairs(uint32_t caps, uint32_t dtypes, const int *dims, const int *pairs,
+                               attn_fwd_params p) {
+    attn_kernel k = {"x", dummy_fwd, caps, dtypes, dims, pairs};
     const char *r = attn_kernel_lacks(&k, &p, why, sizeof why);
     ck_assert(r == NULL || r == why);
     return r;
+}
+static const char *lacks(uint32_t caps, uint32_t dtypes, const int *dims, attn_fwd_params p) {
+    return lacks_pairs(caps, dtypes, dims, NULL, p);
 }
 
 #define ck_lacks(r, expect) \
@@ -77,6 +86,51 @@ START_TEST(lacks_head_dim) {
     ck_lacks(lacks(ATTN_CAP_HEAD_DIM_V, 0, dims, p), "head_dim_v 96: its head_dims are 64, 128, 192");
     p.head_dim = 96, p.head_dim_v = 96; /* the same: head_dim's check only */
     ck_lacks(lacks(0, 0, dims, p), "head_dim 96:");
+}
+END_TEST
+
+/* version 3: with head_dim_pairs the pair decides (head_dims is not read), naming the pair;
+ * head_dim_v 0 is head_dim; a listed pair with dv != d still needs ATTN_CAP_HEAD_DIM_V */
+START_TEST(lacks_head_dim_pairs) {
+    static const int pairs[] = {64, 64, 128, 128, 192, 128, 0}, dims[] = {64, 0};
+    attn_fwd_params p = plain();
+    ck_assert_ptr_null(lacks_pairs(0, 0, dims, pairs, p)); /* 64 x 0: 64x64 */
+    p.head_dim_v = 64;
+    ck_assert_ptr_null(lacks_pairs(0, 0, NULL, pairs, p));
+    p.head_dim = 192, p.head_dim_v = 128;
+    ck_assert_ptr_null(lacks_pairs(ATTN_CAP_HEAD_DIM_V, 0, dims, pairs, p)); /* head_dims {64} not read */
+    ck_lacks(lacks_pairs(0, 0, NULL, pairs, p), "(head_dim_v 128 != head_dim 192): ATTN_CAP_HEAD_DIM_V");
+    p.head_dim_v = 0; /* 192 x 192: head_dims NULL would take it; the pairs do not */
+    ck_assert_ptr_null(lacks(ATTN_CAP_HEAD_DIM_V, 0, NULL, p));
+    ck_assert_str_eq(lacks_pairs(ATTN_CAP_HEAD_DIM_V, 0, NULL, pairs, p),
+                     "kernel 'x' does not take the head dim pair 192x192 (head_dim x head_dim_v): its "
+                     "head_dim_pairs are 64x64, 128x128, 192x128");
+    p.head_dim = 64, p.head_dim_v = 128;
+    ck_lacks(lacks_pairs(ATTN_CAP_HEAD_DIM_V, 0, NULL, pairs, p), "the head dim pair 64x128");
+}
+END_TEST
+
+/* the rules of attn_abi.h that decide what a problem needs: a problem that breaks one is
+ * taken by no kernel, not by one that declares what the broken field seems to ask for */
+START_TEST(lacks_invalid_problem) {
+    static const int32_t arr[4] = {0};
+    const uint32_t all = ~0u;
+    attn_fwd_params p = plain();
+    p.heads_k = 0; /* not "heads": it was read as grouped KV heads (heads_k 0 < heads 8) */
+    ck_assert_str_eq(lacks(all, 0, NULL, p),
+                     "kernel 'x' does not take an invalid problem: heads_k 0 (must be >= 1 and divide heads 8)");
+    p.heads_k = 16;
+    ck_lacks(lacks(all, 0, NULL, p), "an invalid problem: heads_k 16");
+    p = plain();
+    p.causal = 1, p.window_right = 4; /* was read as a sliding window */
+    ck_lacks(lacks(all, 0, NULL, p), "an invalid problem: window_right 4 with causal (causal means window_right 0)");
+    p.window_right = 0;
+    ck_assert_ptr_null(lacks(0, 0, NULL, p));
+    p = plain();
+    p.block_table = arr, p.page_size = 16, p.cu_seqlens_k = arr; /* was read as paged and varlen */
+    ck_lacks(lacks(all, 0, NULL, p), "an invalid problem: cu_seqlens_k with block_table");
+    p.cu_seqlens_k = NULL, p.cu_seqlens_q = arr; /* packed queries with paged K/V: valid */
+    ck_assert_ptr_null(lacks(all, 0, NULL, p));
 }
 END_TEST
 
@@ -129,8 +183,9 @@ END_TEST
 
 /* ---- attn_problem_check ---- */
 
-/* A problem with every version-2 array: 3 sequences, varlen Q and K, paged K/V, used
- * lengths. p's device pointers are the host copies themselves (never dereferenced as such). */
+/* A problem with every version-2 array a paged problem has: 3 sequences, varlen Q, paged K/V
+ * (pages of 16 keys, 3 columns, seqlen_k 40 stored for every sequence) and used lengths.
+ * p's device pointers are the host copies themselves (never dereferenced as such). */
 typedef struct {
     attn_fwd_params p;
     attn_problem_host h;
@@ -140,8 +195,9 @@ typedef struct {
 static void make_full(problem *x) {
     static const problem init = {
         .cu_q = {0, 5, 21, 30},  /* lengths 5, 16, 9: the longest is seqlen_q 16 */
-        .cu_k = {0, 40, 50, 80}, /* lengths 40, 10, 30: the longest is seqlen_k 40 */
-        .table = {{3, 0, 31}, {7, -1, 99}, {1, 2, -5}}, /* pages of 16 keys: 3, 1, 2 used */
+        .cu_k = {0, 40, 50, 80}, /* for make_packed_k: lengths 40, 10, 30 */
+        /* used 40, 7, 0 keys: 3, 1, 0 pages read; the rest spare: -1, stale, out of the pool */
+        .table = {{3, 0, 31}, {7, -1, 99}, {1, 2, -5}},
         .used = {40, 7, 0},
     };
     *x = init;
@@ -149,9 +205,17 @@ static void make_full(problem *x) {
     x->p.batch = 3, x->p.heads_k = 2, x->p.causal = 1, x->p.window_left = 8, x->p.window_right = 0;
     x->p.softcap = 30, x->p.head_dim_v = 128;
     x->p.page_size = 16, x->p.num_pages = 32, x->p.block_table_stride = 3;
-    x->h = (attn_problem_host){x->cu_q, x->cu_k, &x->table[0][0], x->used};
-    x->p.cu_seqlens_q = x->h.cu_seqlens_q, x->p.cu_seqlens_k = x->h.cu_seqlens_k;
-    x->p.block_table = x->h.block_table, x->p.seqused_k = x->h.seqused_k;
+    x->p.k_batch_stride = x->p.v_batch_stride = 16 * 1024; /* the page stride */
+    x->h = (attn_problem_host){x->cu_q, NULL, &x->table[0][0], x->used};
+    x->p.cu_seqlens_q = x->h.cu_seqlens_q, x->p.block_table = x->h.block_table, x->p.seqused_k = x->h.seqused_k;
+}
+
+/* make_full's K and V packed instead of paged (cu_seqlens_k, lengths 40, 10, 30) */
+static void make_packed_k(problem *x) {
+    make_full(x);
+    x->p.block_table = x->h.block_table = NULL;
+    x->p.cu_seqlens_k = x->h.cu_seqlens_k = x->cu_k;
+    x->p.k_batch_stride = x->p.v_batch_stride = 0; /* unused */
 }
 
 /* expect NULL: the problem passes; else the message contains expect */
@@ -165,17 +229,20 @@ static void check(const problem *x, const char *expect, int line) {
         ck_assert_msg(strstr(err, expect), "line %d: expected '%s' in: %s", line, expect, err);
     }
 }
-/* one edit of the full problem, then the verdict */
-#define CASE(edit, expect)          \
+/* one edit of the full problem (or of the packed one: CASE_K), then the verdict */
+#define CASE_OF(make, edit, expect) \
     do {                            \
         problem x;                  \
-        make_full(&x);              \
+        make(&x);                   \
         edit;                       \
         check(&x, expect, __LINE__); \
     } while (0)
+#define CASE(edit, expect) CASE_OF(make_full, edit, expect)
+#define CASE_K(edit, expect) CASE_OF(make_packed_k, edit, expect)
 
 START_TEST(problem_valid) {
     CASE((void)0, NULL);
+    CASE_K((void)0, NULL);
     attn_fwd_params p = plain(); /* no arrays: h may be NULL */
     char err[256] = "";
     ck_assert_msg(attn_problem_check(&p, NULL, err, sizeof err) == 0, "%s", err);
@@ -196,6 +263,7 @@ START_TEST(problem_ints) {
         {F(head_dim), 1, 0, "head_dim 0 must be >= 1"},
         {F(heads_k), 8, 0, "heads_k 0 must be >= 1"},
         {F(heads_k), 1, 3, "heads_k 3 does not divide heads 8"},
+        {F(heads_k), 8, 16, "heads_k 16 does not divide heads 8"},
         {F(window_left), -1, -2, "window_left -2 must be >= -1"},
         {F(window_left), 0, -2, "window_left -2"},
         {F(window_right), -1, -2, "window_right -2 must be >= -1"},
@@ -216,8 +284,7 @@ START_TEST(problem_ints) {
     }
     /* a window_right > 0 is fine without causal; paged fields unused without block_table */
     CASE((x.p.causal = 0, x.p.window_right = 4), NULL);
-    CASE((x.p.block_table = NULL, x.h.block_table = NULL, x.p.page_size = 0, x.p.num_pages = 0,
-          x.p.block_table_stride = 0), NULL);
+    CASE_K((x.p.page_size = 0, x.p.num_pages = 0, x.p.block_table_stride = 0), NULL);
 }
 END_TEST
 
@@ -239,11 +306,11 @@ START_TEST(problem_pointers) {
     CASE(x.p.o = NULL, "o is NULL");
     /* each array in the problem iff in the host copies */
     CASE(x.h.cu_seqlens_q = NULL, "cu_seqlens_q is set in the problem but NULL in the host copies");
-    CASE(x.p.cu_seqlens_k = NULL, "cu_seqlens_k is NULL in the problem but set in the host copies");
+    CASE_K(x.p.cu_seqlens_k = NULL, "cu_seqlens_k is NULL in the problem but set in the host copies");
     CASE(x.h.block_table = NULL, "block_table is set in the problem but NULL");
     CASE(x.p.seqused_k = NULL, "seqused_k is NULL in the problem but set");
     CASE((x.p.cu_seqlens_q = NULL, x.h.cu_seqlens_q = NULL), NULL);
-    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL), NULL);
+    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL, x.p.seqlen_k = 7), NULL);
     char err[256];
     problem x;
     make_full(&x);
@@ -257,38 +324,115 @@ START_TEST(problem_cu_seqlens) {
     CASE((x.cu_q[2] = 12, x.cu_q[3] = 10), "cu_seqlens_q[3] = 10 < cu_seqlens_q[2] = 12 (must not decrease)");
     CASE((x.cu_q[2] = 5, x.cu_q[3] = 14), NULL); /* an empty sequence */
     CASE(x.cu_q[2] = 22, "cu_seqlens_q[2] - cu_seqlens_q[1] = 17 > seqlen_q 16");
-    CASE(x.cu_k[0] = -1, "cu_seqlens_k[0] = -1 (must be 0)");
-    CASE(x.cu_k[2] = 39, "cu_seqlens_k[2] = 39 < cu_seqlens_k[1] = 40 (must not decrease)");
-    CASE(x.cu_k[1] = 41, "cu_seqlens_k[1] - cu_seqlens_k[0] = 41 > seqlen_k 40");
+    CASE_K(x.cu_k[0] = -1, "cu_seqlens_k[0] = -1 (must be 0)");
+    CASE_K(x.cu_k[2] = 39, "cu_seqlens_k[2] = 39 < cu_seqlens_k[1] = 40 (must not decrease)");
+    CASE_K(x.cu_k[1] = 41, "cu_seqlens_k[1] - cu_seqlens_k[0] = 41 > seqlen_k 40");
     CASE(x.p.seqlen_q = 15, "= 16 > seqlen_q 15");
 }
 END_TEST
 
+/* attn_abi.h: a paged problem's lengths are seqused_k's, or all seqlen_k; cu_seqlens_k with
+ * a block table is invalid (cu_seqlens_q is fine) */
+START_TEST(problem_paged_with_cu_seqlens_k) {
+    CASE((x.p.cu_seqlens_k = x.h.cu_seqlens_k = x.cu_k),
+         "cu_seqlens_k with block_table (a paged problem's lengths are seqused_k, or all seqlen_k)");
+    CASE((x.p.cu_seqlens_q = x.h.cu_seqlens_q = NULL, x.p.cu_seqlens_k = x.h.cu_seqlens_k = x.cu_k),
+         "cu_seqlens_k with block_table");
+}
+END_TEST
+
 START_TEST(problem_paged) {
-    /* only the pages of each sequence's read keys (seqused_k, else all its keys) are read:
-     * its first ceil(keys / page_size) entries */
+    /* only the pages of each sequence's used keys (seqused_k, else seqlen_k) are read: its
+     * first ceil(used / page_size) entries; the rest may hold anything */
     CASE(x.table[0][2] = 32, "block_table[0][2] = 32 is outside the pool (num_pages 32)");
     CASE(x.table[1][0] = -1, "block_table[1][0] = -1 is outside the pool (num_pages 32)");
-    CASE(x.table[2][0] = 40, NULL); /* sequence 2 uses none of its 30 keys */
+    CASE(x.table[2][0] = 40, NULL); /* sequence 2 uses none of its keys */
     CASE((x.used[2] = 30, x.table[2][1] = 40), "block_table[2][1] = 40 is outside the pool");
     CASE(x.table[1][1] = 40, NULL); /* sequence 1 uses 7 keys: one page */
-    CASE((x.used[1] = 17, x.cu_k[2] = 57), "block_table[1][1] = -1"); /* 17 keys: two pages */
-    /* without seqused_k all keys are read; without cu_seqlens_k every sequence has seqlen_k */
-    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL, x.table[2][1] = -5), "block_table[2][1] = -5");
-    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL, x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL),
-         "block_table[1][1] = -1");
+    CASE(x.used[1] = 17, "block_table[1][1] = -1"); /* 17 keys: two pages */
+    CASE(x.used[1] = 16, NULL);                       /* 16 keys: still one */
+    /* without seqused_k every sequence uses all seqlen_k keys */
+    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL), "block_table[1][1] = -1");
+    CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL, x.table[1][1] = 4, x.table[1][2] = 5, x.table[2][2] = 6), NULL);
+}
+END_TEST
+
+/* attn_abi.h: seqlen_k of a paged problem is the keys every sequence stores, at most
+ * block_table_stride * page_size and not necessarily equal (a serving engine's fixed
+ * number of columns); a sequence then uses up to seqlen_k of them */
+START_TEST(problem_paged_seqlen_k) {
+    CASE(x.p.seqlen_k = 48, NULL); /* 3 columns of 16 */
+    CASE(x.p.seqlen_k = 49, "block_table_stride 3 * page_size 16 < seqlen_k 49");
+    CASE((x.p.seqlen_k = 33, x.used[0] = 33), NULL); /* a spare third of the last page */
+    CASE((x.p.seqlen_k = 33, x.used[0] = 34), "seqused_k[0] = 34 is outside [0, 33]");
+    CASE((x.p.seqlen_k = 7, x.used[0] = 7), NULL); /* two spare columns */
+    /* two spare columns of stale and out-of-pool ids: never read */
+    CASE((x.p.seqlen_k = 7, x.used[0] = 7, x.table[0][1] = -1, x.table[0][2] = 1 << 30), NULL);
+    /* without seqused_k every sequence uses seqlen_k keys: its first ceil(7 / 16) = 1 page */
+    CASE((x.p.seqlen_k = 7, x.p.seqused_k = x.h.seqused_k = NULL, x.table[0][1] = -1), NULL);
 }
 END_TEST
 
 START_TEST(problem_seqused_k) {
     CASE(x.used[0] = 40, NULL);
-    CASE(x.used[1] = 10, NULL);
-    CASE(x.used[1] = 11, "seqused_k[1] = 11 is outside [0, 10]");
-    CASE(x.used[2] = -1, "seqused_k[2] = -1 is outside [0, 30]");
-    CASE((x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL, x.p.block_table = NULL,
-          x.h.block_table = NULL, x.used[2] = 40), NULL);
-    CASE((x.p.cu_seqlens_k = NULL, x.h.cu_seqlens_k = NULL, x.p.block_table = NULL,
-          x.h.block_table = NULL, x.used[2] = 41), "seqused_k[2] = 41 is outside [0, 40]");
+    CASE(x.used[1] = 40, "block_table[1][1] = -1"); /* its keys, but pages it has not */
+    CASE(x.used[1] = 41, "seqused_k[1] = 41 is outside [0, 40]");
+    CASE(x.used[2] = -1, "seqused_k[2] = -1 is outside [0, 40]");
+    /* packed K: a sequence's stored keys are its cu_seqlens_k span */
+    CASE_K(x.used[1] = 10, NULL);
+    CASE_K(x.used[1] = 11, "seqused_k[1] = 11 is outside [0, 10]");
+    CASE_K(x.used[2] = -1, "seqused_k[2] = -1 is outside [0, 30]");
+    /* dense K (a KV cache): seqlen_k each */
+    CASE_K((x.p.cu_seqlens_k = x.h.cu_seqlens_k = NULL, x.used[2] = 40), NULL);
+    CASE_K((x.p.cu_seqlens_k = x.h.cu_seqlens_k = NULL, x.used[2] = 41), "seqused_k[2] = 41 is outside [0, 40]");
+}
+END_TEST
+
+/* attn_abi.h: strides >= 0; 0 is a broadcast for a batch or head stride, and for a row stride
+ * only over at most one row (Q, O: seqlen_q or the packed total; K, V: seqlen_k, the packed
+ * total, or page_size when paged) */
+START_TEST(problem_strides) {
+#define S(f) #f, offsetof(attn_fwd_params, f)
+    static const struct { const char *field; size_t off; } all[] = {
+        {S(q_batch_stride)}, {S(q_head_stride)}, {S(q_row_stride)}, {S(k_batch_stride)},
+        {S(k_head_stride)},  {S(k_row_stride)},  {S(v_batch_stride)}, {S(v_head_stride)},
+        {S(v_row_stride)},   {S(o_batch_stride)}, {S(o_head_stride)}, {S(o_row_stride)},
+    };
+#undef S
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        char expect[64];
+        snprintf(expect, sizeof expect, "%s -1 must be >= 0", all[i].field);
+        CASE(*(int64_t *)((char *)&x.p + all[i].off) = -1, expect);
+        CASE_K(*(int64_t *)((char *)&x.p + all[i].off) = -(1ll << 40), "must be >= 0");
+        if (!strstr(all[i].field, "row") && all[i].field[0] != 'o') {
+            CASE(*(int64_t *)((char *)&x.p + all[i].off) = 0, NULL); /* broadcast */
+            CASE_K(*(int64_t *)((char *)&x.p + all[i].off) = 0, NULL);
+        }
+    }
+    /* a zero row stride: over the packed Q (30 rows), a page (16), the packed K (80) */
+    CASE(x.p.q_row_stride = 0, "q_row_stride 0 with 30 rows (0 is for a tensor of one row)");
+    CASE(x.p.o_row_stride = 0, "o_row_stride 0 with 30 rows");
+    CASE(x.p.k_row_stride = 0, "k_row_stride 0 with 16 rows");
+    CASE(x.p.v_row_stride = 0, "v_row_stride 0 with 16 rows");
+    CASE_K(x.p.k_row_stride = 0, "k_row_stride 0 with 80 rows");
+    CASE((x.cu_q[1] = x.cu_q[2] = 0, x.cu_q[3] = 1, x.p.q_row_stride = x.p.o_row_stride = 0), NULL); /* one row */
+    CASE((x.p.page_size = 1, x.p.seqlen_k = 3, x.used[0] = 3, x.used[1] = 1, x.p.k_row_stride = x.p.v_row_stride = 0),
+         NULL); /* pages of one row */
+    /* O is never broadcast: over heads always, over the batch when Q is dense */
+    CASE(x.p.o_head_stride = 0, "o_head_stride 0 with");
+    CASE(x.p.o_batch_stride = 0, NULL); /* packed Q: unused */
+    /* dense: seqlen_q, seqlen_k rows */
+    attn_fwd_params p = plain();
+    char err[256] = "";
+    p.o_batch_stride = 0;
+    ck_assert_int_eq(attn_problem_check(&p, NULL, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "o_batch_stride 0 with batch 2"), "%s", err);
+    p = plain();
+    p.seqlen_q = 1, p.q_row_stride = p.o_row_stride = 0; /* decode: one query row */
+    ck_assert_msg(!attn_problem_check(&p, NULL, err, sizeof err), "%s", err);
+    p.seqlen_k = 2, p.k_row_stride = 0;
+    ck_assert_int_eq(attn_problem_check(&p, NULL, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "k_row_stride 0 with 2 rows"), "%s", err);
 }
 END_TEST
 
@@ -358,6 +502,8 @@ int main(void) {
     tcase_add_test(tc, lacks_dtype);
     tcase_add_test(tc, lacks_head_dim);
     tcase_add_test(tc, lacks_caps);
+    tcase_add_test(tc, lacks_head_dim_pairs);
+    tcase_add_test(tc, lacks_invalid_problem);
     suite_add_tcase(s, tc);
     tc = tcase_create("check");
     tcase_add_test(tc, problem_valid);
@@ -366,7 +512,10 @@ int main(void) {
     tcase_add_test(tc, problem_pointers);
     tcase_add_test(tc, problem_cu_seqlens);
     tcase_add_test(tc, problem_paged);
+    tcase_add_test(tc, problem_paged_with_cu_seqlens_k);
+    tcase_add_test(tc, problem_paged_seqlen_k);
     tcase_add_test(tc, problem_seqused_k);
+    tcase_add_test(tc, problem_strides);
     tcase_add_test(tc, seqs_packed);
     tcase_add_test(tc, seqs_paged);
     suite_add_tcase(s, tc);

@@ -14,6 +14,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "args.h"
 #include "bench_gpu.h"
 #include "gpu_verify.h"
 #include "harness.h"
@@ -128,17 +129,36 @@ static int write_thresholds(const char *write_dir, int force, const char *gpu_na
     return 0;
 }
 
-int main(int argc, char **argv) {
-    const char *write_dir = NULL;
-    int force = 0;
+#define USAGE "usage: attn_calibrate [--write DIR [--force]]\n"
+
+/* The command line: -1 to go on, else main's exit code (0 after --help; 2 after a line naming
+ * the bad argument). */
+static int parse_args(int argc, char **argv, const char **write_dir, int *force) {
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--write") && i + 1 < argc) write_dir = argv[++i];
-        else if (!strcmp(argv[i], "--force")) force = 1;
+        if (attn_is_help(argv[i])) {
+            printf(USAGE "This GPU's ceilings, timed as the benchmarks time kernels (cold, median): a cuBLAS 8192^3\n"
+                   "GEMM per dtype (FLOP/s) and a large device-to-device copy (bytes read plus written per second).\n"
+                   "  --write DIR  also write DIR/<gpu slug>.ini with [gpu] and [peaks]\n"
+                   "  --force      replace that file if it exists\n"
+                   "Exit 0, 1 error, 77 no GPU, 2 bad arguments.\n");
+            return 0;
+        }
+        if (!strcmp(argv[i], "--write") && i + 1 < argc) *write_dir = argv[++i];
+        else if (!strcmp(argv[i], "--force")) *force = 1;
         else {
-            fprintf(stderr, "usage: %s [--write DIR [--force]]\n", argv[0]);
+            fprintf(stderr, "attn_calibrate: %s '%s'\n" USAGE,
+                    strcmp(argv[i], "--write") ? "unknown argument" : "a value is missing after", argv[i]);
             return 2;
         }
     }
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    const char *write_dir = NULL;
+    int force = 0;
+    int rc = parse_args(argc, argv, &write_dir, &force);
+    if (rc >= 0) return rc;
     char err[1024];
     if (!attn_gpu_available(err, sizeof err)) {
         printf("SKIPPED: %s\n", err);

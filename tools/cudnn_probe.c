@@ -21,7 +21,6 @@
  * Exit: 0, 1 if any case that got a plan FAILed (or failed to run), 77 no cuDNN / no GPU,
  * 2 other setup errors. */
 #define _POSIX_C_SOURCE 200112L /* setenv */
-#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +30,7 @@
 #include <cuda_runtime_api.h>
 #include <jansson.h>
 
+#include "args.h"
 #include "attn_abi.h"
 #include "bench_gpu.h"
 #include "cudnn_sdpa.h"
@@ -266,10 +266,24 @@ static int run_timed(void *ctx, cudaStream_t s, char *err, size_t errlen) {
     return attn_cudnn_plan_run(tc->plan, &tc->x.p, s, err, errlen);
 }
 
+#define USAGE "usage: attn_cudnn_probe [--quick]\n" \
+    "       attn_cudnn_probe --time --dtype fp16|bf16 --head-dim D --mask full|causal --seqlen S --tokens T " \
+    "--hidden H --tolerance FILE\n"
+
 static void time_usage(const char *why) {
-    fprintf(stderr, "attn_cudnn_probe: %s\nusage: attn_cudnn_probe --time --dtype fp16|bf16 --head-dim D "
-            "--mask full|causal --seqlen S --tokens T --hidden H --tolerance FILE\n", why);
+    fprintf(stderr, "attn_cudnn_probe: %s\n" USAGE, why);
     exit(2);
+}
+
+/* --help: the usage, then what each form does (the top of this file) */
+static int help(void) {
+    printf(USAGE "The cuDNN SDPA baseline against the golden reference: every case of {fp16, bf16} x {d64, d128}\n"
+           "x {full, causal} x four shapes, one line each (plan, max|O - G|, PASS or FAIL, time); then, unless\n"
+           "--quick, the alternative graph forms (ATTN_CUDNN_GRAPH=composite, ATTN_CUDNN_SQ_GT_SK=slice).\n"
+           "--time: the benchmarks' cuDNN baseline on one shape, planned, checked and timed as attn_benchmark\n"
+           "does; prints \"RESULT {json}\".\n"
+           "Exit 0, 1 a case failed, 77 no cuDNN or no GPU, 2 bad arguments or a setup error.\n");
+    return 0;
 }
 
 static int time_positive(const char *opt, const char *s) {
@@ -363,45 +377,65 @@ static int measure_and_print(probe *pr, timed_case *tc, const char *name, const 
     return 0;
 }
 
+/* --time's command line */
+typedef struct {
+    const char *dtype, *mask, *tol_path;
+    int d, s, tokens, hidden;
+    attn_dtype dt;
+} time_args;
+
+/* The --time command line into ta: 0, or 1 after --help; a bad one exits 2, naming the
+ * argument. */
+static int time_parse_args(int argc, char **argv, time_args *ta) {
+    static const struct option opts[] = {
+        {"time", 0, 0, 'x'}, {"dtype", 1, 0, 't'}, {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},
+        {"seqlen", 1, 0, 's'}, {"tokens", 1, 0, 'T'}, {"hidden", 1, 0, 'H'}, {"tolerance", 1, 0, 'o'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    char why[256];
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ATTN_GETOPT_SHORT, opts, NULL)) != -1) {
+        switch (c) {
+        case 'x': break;
+        case 't': ta->dtype = optarg; break;
+        case 'd': ta->d = time_positive("--head-dim", optarg); break;
+        case 'm': ta->mask = optarg; break;
+        case 's': ta->s = time_positive("--seqlen", optarg); break;
+        case 'T': ta->tokens = time_positive("--tokens", optarg); break;
+        case 'H': ta->hidden = time_positive("--hidden", optarg); break;
+        case 'o': ta->tol_path = optarg; break;
+        case 'h': return 1;
+        default: time_usage(attn_getopt_error(c, argv, why, sizeof why));
+        }
+    }
+    if (optind != argc) {
+        snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+        time_usage(why);
+    }
+    if (!ta->dtype || !ta->mask || !ta->d || !ta->s || !ta->tokens || !ta->hidden || !ta->tol_path)
+        time_usage("--time takes --dtype, --head-dim, --mask, --seqlen, --tokens, --hidden and --tolerance");
+    if (attn_dtype_parse(ta->dtype, &ta->dt)) time_usage("--dtype: expected fp16 or bf16");
+    if (strcmp(ta->mask, "full") && strcmp(ta->mask, "causal")) time_usage("--mask: expected full or causal");
+    if (ta->hidden % ta->d) time_usage("--hidden must be a multiple of --head-dim");
+    return 0;
+}
+
 /* attn_cudnn_probe --time ...: plans the shape as attn_benchmark does (autotuned unless
  * ATTN_CUDNN_AUTOTUNE=0), verifies the output, times it with the benchmarks' rules and
  * prints one line "RESULT {json}" (median_ms, ci_lo_ms, ci_hi_ms, min_ms, samples, noisy,
  * kind, engine, configs_tried, configs_built, tuned, version, library). Exit 0; 77 no GPU,
  * no cuDNN or not supported; 1 wrong output or a failure; 2 bad arguments. */
 static int time_main(probe *pr, int argc, char **argv) {
-    static const struct option opts[] = {
-        {"time", 0, 0, 'x'}, {"dtype", 1, 0, 't'}, {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'},
-        {"seqlen", 1, 0, 's'}, {"tokens", 1, 0, 'T'}, {"hidden", 1, 0, 'H'}, {"tolerance", 1, 0, 'o'},
-        {0, 0, 0, 0}};
-    const char *dtype = NULL, *mask = NULL, *tol_path = NULL;
-    int d = 0, s = 0, tokens = 0, hidden = 0, c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'x': break;
-        case 't': dtype = optarg; break;
-        case 'd': d = time_positive("--head-dim", optarg); break;
-        case 'm': mask = optarg; break;
-        case 's': s = time_positive("--seqlen", optarg); break;
-        case 'T': tokens = time_positive("--tokens", optarg); break;
-        case 'H': hidden = time_positive("--hidden", optarg); break;
-        case 'o': tol_path = optarg; break;
-        default: time_usage("unknown option");
-        }
-    }
-    attn_dtype dt;
-    if (optind != argc || !dtype || !mask || !d || !s || !tokens || !hidden || !tol_path)
-        time_usage("missing or unexpected argument");
-    if (attn_dtype_parse(dtype, &dt)) time_usage("--dtype: expected fp16 or bf16");
-    if (strcmp(mask, "full") && strcmp(mask, "causal")) time_usage("--mask: expected full or causal");
-    if (hidden % d) time_usage("--hidden must be a multiple of --head-dim");
+    time_args ta = {0};
+    if (time_parse_args(argc, argv, &ta)) return help();
     char why[4096], name[160];
     attn_tolerance tol;
-    if (attn_tolerance_load(tol_path, &tol, why, sizeof why)) {
+    if (attn_tolerance_load(ta.tol_path, &tol, why, sizeof why)) {
         fprintf(stderr, "attn_cudnn_probe: %s\n", why);
         return 2;
     }
-    int causal = !strcmp(mask, "causal");
-    snprintf(name, sizeof name, "cudnn_probe/time/%s/d%d/%s/s%d", dtype, d, mask, s);
+    int causal = !strcmp(ta.mask, "causal");
+    snprintf(name, sizeof name, "cudnn_probe/time/%s/d%d/%s/s%d", ta.dtype, ta.d, ta.mask, ta.s);
 
     if (attn_cudnn_open(&pr->cudnn, why, sizeof why)) {
         printf("SKIPPED: cuDNN not available: %s\n", why);
@@ -423,7 +457,7 @@ static int time_main(probe *pr, int argc, char **argv) {
         return 2;
     }
     timed_case tc = {0};
-    int rc = time_inputs(pr, &tc.x, dt, d, causal, s, tokens, hidden, name);
+    int rc = time_inputs(pr, &tc.x, ta.dt, ta.d, causal, ta.s, ta.tokens, ta.hidden, name);
     if (rc) return rc;
     printf("%s: batch %d, heads %d, BSHD\n", name, tc.x.p.batch, tc.x.p.heads);
     rc = attn_cudnn_plan_create_ex(pr->cudnn, &tc.x.p, NULL, pr->stream, &tc.plan, why, sizeof why);
@@ -450,7 +484,12 @@ static int time_main(probe *pr, int argc, char **argv) {
 int main(int argc, char **argv) {
     probe pr = {0}; /* the run's one context */
     if (argc > 1 && !strcmp(argv[1], "--time")) return time_main(&pr, argc, argv);
+    if (argc > 1 && attn_is_help(argv[1])) return help();
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    if (argc > 1 + quick) {
+        fprintf(stderr, "attn_cudnn_probe: unknown argument '%s'\n" USAGE, argv[1 + quick]);
+        return 2;
+    }
     char why[2048];
     if (attn_cudnn_open(&pr.cudnn, why, sizeof why)) {
         printf("cuDNN not available: %s\n", why);

@@ -12,6 +12,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "args.h"
 #include "bench_gpu.h"
 #include "cudnn_sdpa.h"
 #include "harness.h"
@@ -109,18 +110,39 @@ static void check_thresholds(const char *thresholds_dir, const struct cudaDevice
     }
 }
 
+#define USAGE "usage: attn_envcheck [--thresholds-dir DIR] [--skip-without-gpu]\n"
+
+/* The command line: -1 to go on, else main's exit code (0 after --help; 2 after a line naming
+ * the bad argument). */
+static int parse_args(int argc, char **argv, const char **thresholds_dir, int *skip_without_gpu) {
+    for (int i = 1; i < argc; i++) {
+        if (attn_is_help(argv[i])) {
+            printf(USAGE "What this machine offers the harness, and what to fix: the driver and runtime versions, the\n"
+                   "GPU, cuBLAS and cuDNN, whether this build holds code for the GPU, and whether a thresholds\n"
+                   "file matches it.\n"
+                   "  --thresholds-dir DIR  the thresholds files (default %s)\n"
+                   "  --skip-without-gpu    without a GPU, exit 77 (skipped) instead of counting a problem\n"
+                   "Exit: the number of problems (0 = ready), each printed with its fix; 2 bad arguments.\n",
+                   ATTN_THRESHOLDS_DEFAULT);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--thresholds-dir") && i + 1 < argc) *thresholds_dir = argv[++i];
+        else if (!strcmp(argv[i], "--skip-without-gpu")) *skip_without_gpu = 1;
+        else {
+            fprintf(stderr, "attn_envcheck: %s '%s'\n" USAGE,
+                    strcmp(argv[i], "--thresholds-dir") ? "unknown argument" : "a value is missing after", argv[i]);
+            return 2;
+        }
+    }
+    return -1;
+}
+
 int main(int argc, char **argv) {
     /* the thresholds of the tree this was built from, wherever it runs */
     const char *thresholds_dir = ATTN_THRESHOLDS_DEFAULT;
     int skip_without_gpu = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--thresholds-dir") && i + 1 < argc) thresholds_dir = argv[++i];
-        else if (!strcmp(argv[i], "--skip-without-gpu")) skip_without_gpu = 1;
-        else {
-            fprintf(stderr, "usage: %s [--thresholds-dir DIR] [--skip-without-gpu]\n", argv[0]);
-            return 2;
-        }
-    }
+    int rc = parse_args(argc, argv, &thresholds_dir, &skip_without_gpu);
+    if (rc >= 0) return rc;
     char buf[64], why[512];
     int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime);

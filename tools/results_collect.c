@@ -5,6 +5,8 @@
  * -3, ... on the same day and commit), whole or not at all. The commit comes from $ATTN_COMMIT,
  * else from git in SRC ("unknown" where neither works); "dirty" says whether SRC had
  * uncommitted changes to tracked files ($ATTN_COMMIT_DIRTY=0/1 overrides).
+ * A fragment that does not parse or breaks the results schema (attn_check_test_json) is an
+ * error, named with its file and field, and nothing is written.
  * Exit 0 written, 77 no GPU or no fragments (nothing to collect), 1 error. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -105,7 +107,8 @@ static int reset(const char *dir) {
 
 /* The fragments of dir, sorted by name, as one JSON array in *tests. Returns their number,
  * 0 where there are none (or no dir), -1 (message printed, nothing kept) where one does not
- * parse. */
+ * parse (cut short, a number JSON cannot hold, a key twice) or breaks the schema
+ * (attn_check_test_json: a wrong type, NaN, a negative or an overflowing number). */
 static int load_fragments(const char *dir, json_t **tests) {
     struct dirent **list;
     int n = scandir(dir, &list, is_fragment, alphasort);
@@ -117,9 +120,14 @@ static int load_fragments(const char *dir, json_t **tests) {
             char path[1024];
             snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
             json_error_t je;
-            json_t *t = json_load_file(path, 0, &je);
+            char why[512];
+            json_t *t = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
             if (!t) {
                 fprintf(stderr, "attn_results: %s:%d: %s\n", path, je.line, je.text);
+                bad = 1;
+            } else if (attn_check_test_json(t, why, sizeof why)) {
+                fprintf(stderr, "attn_results: %s: %s\n", path, why);
+                json_decref(t);
                 bad = 1;
             } else {
                 json_array_append_new(*tests, t);
@@ -182,13 +190,14 @@ static json_t *results_doc(const struct run_info *ri, json_t *tests) {
 
 static int collect(const char *dir, const char *results_dir, const char *src) {
     char err[1024];
+    json_t *tests = NULL;
+    int n = load_fragments(dir, &tests); /* a bad fragment is an error with or without a GPU */
+    if (n < 0) return 1;
     if (!attn_gpu_available(err, sizeof err)) {
         printf("SKIPPED: %s\n", err);
+        json_decref(tests);
         return ATTN_EXIT_SKIP;
     }
-    json_t *tests = NULL;
-    int n = load_fragments(dir, &tests);
-    if (n < 0) return 1;
     if (n == 0) {
         printf("SKIPPED: no benchmark results in %s to collect\n", dir);
         return ATTN_EXIT_SKIP;
@@ -216,19 +225,23 @@ static int collect(const char *dir, const char *results_dir, const char *src) {
     return 0;
 }
 
+#define USAGE "usage: attn_results --reset DIR | --collect DIR --results-dir R --source-dir SRC\n"
+
 int main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: %s --reset DIR | --collect DIR --results-dir R --source-dir SRC\n"
-               "  --reset DIR: start a benchmark run: create DIR (and its %s marker) or delete the\n"
+        printf(USAGE "  --reset DIR: start a benchmark run: create DIR (and its %s marker) or delete the\n"
                "    fragments and shared baselines an earlier run left there; refuses a folder it did not make\n"
                "  --collect DIR ...: write R/<gpu>/benchmarks/<date>-<commit>.json from DIR's fragments\n",
-               argv[0], RESET_MARKER);
+               RESET_MARKER);
         return 0;
     }
     if (argc == 3 && !strcmp(argv[1], "--reset")) return reset(argv[2]);
     if (argc == 7 && !strcmp(argv[1], "--collect") && !strcmp(argv[3], "--results-dir") &&
         !strcmp(argv[5], "--source-dir"))
         return collect(argv[2], argv[4], argv[6]);
-    fprintf(stderr, "usage: %s --reset DIR | --collect DIR --results-dir R --source-dir SRC\n", argv[0]);
+    if (argc < 2) fprintf(stderr, "attn_results: expected --reset or --collect\n" USAGE);
+    else if (strcmp(argv[1], "--reset") && strcmp(argv[1], "--collect"))
+        fprintf(stderr, "attn_results: unknown option '%s'\n" USAGE, argv[1]);
+    else fprintf(stderr, "attn_results: %s: wrong arguments after it\n" USAGE, argv[1]);
     return 2;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "shapes.h"
+#include "text_file.h"
+#include "tuned.h"
 
 static const struct {
     const char *name, *group, *summary;
@@ -32,7 +34,8 @@ static void usage_axes(FILE *out, int cmake, int col, const char *tail) {
 }
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: attn_shapes --cmake PREFIX FILE | --json FILE | --checks GROUP | --checks-json | --help\n"
+    fprintf(out, "usage: attn_shapes --cmake PREFIX FILE | --json FILE | --checks GROUP | --checks-json |\n"
+                 "                   --tuned KERNEL TUNABLES [FILE...] | --help\n"
                  "  --cmake PREFIX FILE  the shapes file as CMake set() lines, PREFIX and: the axes (;-lists)\n"
                  "                      ");
     usage_axes(out, 1, 22, ",");
@@ -49,13 +52,19 @@ static void usage(FILE *out) {
                  "  --checks GROUP       the names of the checks of GROUP (correctness: the default checks,\n"
                  "                       contract, launch, packed), comma-separated\n"
                  "  --checks-json        every check as [{\"name\", \"group\", \"summary\"}], in the order a case runs them\n"
+                 "  --tuned KERNEL TUNABLES [FILE...]\n"
+                 "                       KERNEL's configurations in the tuned files (harness/tuned.h), in order, as\n"
+                 "                       one CMake list of \"<gpu>|<dtype>|<head dim>|<causal 0/1>|<lo>|<hi>|<v>,<v>,...\";\n"
+                 "                       TUNABLES, \"<tunable>[=<v>|<v>...],...\", gives the values' order and the\n"
+                 "                       values each tunable takes (cmake/tuned.cmake)\n"
                  "A malformed file: one line 'attn_shapes: <file>:<line>: <what was expected>' on stderr.\n"
                  "Exit status 0, or 2 (bad arguments or a malformed file).\n");
 }
 
 static void bad_usage(const char *what, const char *arg) {
     fprintf(stderr, "attn_shapes: %s%s%s\n", what, arg ? arg : "", arg ? "'" : "");
-    fprintf(stderr, "usage: attn_shapes --cmake PREFIX FILE | --json FILE | --checks GROUP | --checks-json | --help\n");
+    fprintf(stderr, "usage: attn_shapes --cmake PREFIX FILE | --json FILE | --checks GROUP | --checks-json |\n"
+                    "                   --tuned KERNEL TUNABLES [FILE...] | --help\n");
     exit(2);
 }
 
@@ -197,6 +206,43 @@ static void print_checks_json(void) {
     printf("\n]\n");
 }
 
+/* One CMake list element "<gpu>|<dtype>|<head dim>|<causal>|<lo>|<hi>|<v>,<v>,..." (the names
+ * hold no ';': the parser refuses it). */
+typedef struct {
+    attn_tuned_spec spec;
+    int printed;
+} tuned_out;
+
+static void print_tuned_entry(void *user, const attn_tuned_entry *e) {
+    tuned_out *out = user;
+    printf("%s%s|%s|%d|%d|%d|%d|", out->printed++ ? ";" : "", e->gpu, e->dtype, e->head_dim, e->causal, e->seqlen_lo,
+           e->seqlen_hi);
+    for (int t = 0; t < out->spec.n; t++) printf("%s%d", t ? "," : "", e->values[t]);
+}
+
+/* --tuned: every file parsed in order; the first error stops it. */
+static void print_tuned(const char *kernel, const char *tunables, char **files, int n) {
+    static char err[1024];
+    tuned_out out = {.printed = 0};
+    if (attn_tuned_spec_parse(tunables, &out.spec, err, sizeof err)) bad_usage(err, NULL);
+    for (int i = 0; i < n; i++) {
+        char *text;
+        size_t len;
+        int e = attn_text_file_read(files[i], &text, &len);
+        if (e) {
+            fprintf(stderr, "attn_shapes: %s: cannot read: %s\n", files[i], strerror(e));
+            exit(2);
+        }
+        int bad = attn_tuned_parse(text, len, files[i], kernel, &out.spec, print_tuned_entry, &out, err, sizeof err);
+        free(text);
+        if (bad) {
+            fprintf(stderr, "attn_shapes: %s\n", err);
+            exit(2);
+        }
+    }
+    printf("\n");
+}
+
 /* A CMake variable name's start: letters, digits and '_' */
 static int cmake_name(const char *s) {
     return *s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == strlen(s);
@@ -232,11 +278,14 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "--checks")) {
         if (argc != 3) bad_usage("--checks: expected GROUP", NULL);
         print_checks(argv[2]);
+    } else if (!strcmp(mode, "--tuned")) {
+        if (argc < 4) bad_usage("--tuned: expected KERNEL TUNABLES [FILE...]", NULL);
+        print_tuned(argv[2], argv[3], argv + 4, argc - 4);
     } else if (!strcmp(mode, "--checks-json")) {
         if (argc != 2) bad_usage("--checks-json: takes no argument", NULL);
         print_checks_json();
     } else {
-        bad_usage(argc > 1 ? "expected --cmake, --json, --checks, --checks-json or --help, got '" : "expected an option",
+        bad_usage(argc > 1 ? "expected --cmake, --json, --checks, --checks-json, --tuned or --help, got '" : "expected an option",
                   argc > 1 ? mode : NULL);
     }
     return fflush(stdout) ? 2 : 0;

@@ -39,12 +39,26 @@ enum {
     BUG_HOST_LENGTHS,          /* fwd copies cu_seqlens_q (or seqused_k) to the host and waits
                                   for it on its stream (the longest length, as varlen kernels
                                   size their grid): right output, a host synchronization */
+    /* serving engines' layouts and scale (harness/seqs.h's block table, the large rows) */
+    BUG_PAGES_PAST_USED,       /* paged: K and V of every key its block table row could hold
+                                  (block_table_stride * page_size) read, those past the
+                                  sequence's visible keys weighed 0: reads the pages of the
+                                  entries past the used ones */
+    BUG_PAGE_COUNT_FROM_STRIDE, /* paged: a sequence's stored keys taken as block_table_stride *
+                                  page_size, not seqlen_k (seqused_k still honoured) */
+    BUG_PACKED_INT32_OFFSETS,  /* element offsets (packed rows, pages) wrapped to 32 bits */
 };
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
 constexpr int kErr = 2;           /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
 using namespace warp_row;
+
+/* BUG_PACKED_INT32_OFFSETS: an element offset as a 32-bit int holds it (wrapped past 2^31). */
+template <int BUG>
+__device__ __forceinline__ int64_t offset_of(int64_t off) {
+    return BUG == BUG_PACKED_INT32_OFFSETS ? (int64_t)(int32_t)(uint32_t)(uint64_t)off : off;
+}
 
 /* warp_row::kv_row with the paging bugs' hooks. */
 template <int BUG>
@@ -54,7 +68,7 @@ __device__ __forceinline__ int64_t kv_row(const int32_t *pages, int page_size, i
     if constexpr (BUG == BUG_PAGES_CONTIGUOUS)        /* BUG: pages taken in order from the first */
         if (pages != nullptr)
             return (pages[0] + (int64_t)j / page_size) * page_stride + (int64_t)((int)j % page_size) * row_stride;
-    return warp_row::kv_row(pages, page_size, j, page_stride, row_stride);
+    return offset_of<BUG>(warp_row::kv_row(pages, page_size, j, page_stride, row_stride));
 }
 
 /* One warp per query row, as simple_fwd_kernel (its comments say why each line is so). */
@@ -76,6 +90,8 @@ broken_v2_kernel(const attn_fwd_params p) {
     if (i >= sq) return;
     int sk = p.cu_seqlens_k && BUG != BUG_VARLEN_NEIGHBOUR_KEYS /* BUG: the longest length */
                  ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
+    if constexpr (BUG == BUG_PAGE_COUNT_FROM_STRIDE) /* BUG: the table row's keys are stored */
+        if (p.block_table) sk = p.block_table_stride * p.page_size;
     if (p.seqused_k && BUG != BUG_SEQUSED_IGNORED) sk = min(sk, max(p.seqused_k[b], 0));
 
     /* Visible keys lo..hi: -window_left <= j - (i + sk - sq) <= window_right, 0 <= j < sk. */
@@ -94,18 +110,20 @@ broken_v2_kernel(const attn_fwd_params p) {
     int64_t first = lo, last = hi;
     if constexpr (BUG == BUG_SOFTCAP_AFTER_MASK) /* BUG: with a softcap every key is visited, */
         if (p.softcap > 0.f) first = 0, last = (int64_t)sk - 1; /* a masked one scored -inf */
+    if constexpr (BUG == BUG_PAGES_PAST_USED) /* BUG: on to the end of the table row, weighed 0 */
+        if (p.block_table && hi >= lo) last = (int64_t)p.block_table_stride * p.page_size - 1;
 
-    const T *q = (const T *)p.q + row_offset(p.cu_seqlens_q, b, h, i, p.q_batch_stride,
-                                             p.q_head_stride, p.q_row_stride);
-    T *o = (T *)p.o + row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride,
-                                 p.o_row_stride);
+    const T *q = (const T *)p.q + offset_of<BUG>(row_offset(p.cu_seqlens_q, b, h, i, p.q_batch_stride,
+                                                            p.q_head_stride, p.q_row_stride));
+    T *o = (T *)p.o + offset_of<BUG>(row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride,
+                                                p.o_row_stride));
     const int32_t *pages = p.block_table ? p.block_table + (int64_t)b * p.block_table_stride : nullptr;
     const T *k = (const T *)p.k + (pages ? kh * p.k_head_stride
-                                         : row_offset(p.cu_seqlens_k, b, kh, 0, p.k_batch_stride,
-                                                      p.k_head_stride, p.k_row_stride));
+                                         : offset_of<BUG>(row_offset(p.cu_seqlens_k, b, kh, 0, p.k_batch_stride,
+                                                                     p.k_head_stride, p.k_row_stride)));
     const T *v = (const T *)p.v + (pages ? kh * p.v_head_stride
-                                         : row_offset(p.cu_seqlens_k, b, kh, 0, p.v_batch_stride,
-                                                      p.v_head_stride, p.v_row_stride));
+                                         : offset_of<BUG>(row_offset(p.cu_seqlens_k, b, kh, 0, p.v_batch_stride,
+                                                                     p.v_head_stride, p.v_row_stride)));
 
     float qf[E], acc[E];
 #pragma unroll
@@ -128,6 +146,8 @@ broken_v2_kernel(const attn_fwd_params p) {
             if (j < lo || j > hi) s = -INFINITY; /* BUG: masked here, softcapped next: -softcap */
         if (BUG != BUG_SOFTCAP_IGNORED && p.softcap > 0.f) /* BUG_SOFTCAP_IGNORED: never */
             s = p.softcap * tanhf(s / p.softcap);
+        if constexpr (BUG == BUG_PAGES_PAST_USED) /* BUG: read, then weighed 0 (0 x its V: a NaN shows) */
+            if (j > hi) s = -INFINITY;
 
         const float m_new = fmaxf(m, s);
         const float corr = expf(m - m_new);
@@ -219,6 +239,10 @@ const attn_kernel table[] = {
     { "broken_pages_contiguous", broken_v2_fwd<BUG_PAGES_CONTIGUOUS>, kAllCaps, 0, nullptr },
     { "broken_seqused_ignored", broken_v2_fwd<BUG_SEQUSED_IGNORED>, kAllCaps, 0, nullptr },
     { "broken_host_lengths", broken_v2_fwd<BUG_HOST_LENGTHS>, kAllCaps, 0, nullptr },
+    /* serving engines' layouts and scale */
+    { "broken_pages_past_used", broken_v2_fwd<BUG_PAGES_PAST_USED>, kAllCaps, 0, nullptr },
+    { "broken_page_count_from_stride", broken_v2_fwd<BUG_PAGE_COUNT_FROM_STRIDE>, kAllCaps, 0, nullptr },
+    { "broken_packed_int32_offsets", broken_v2_fwd<BUG_PACKED_INT32_OFFSETS>, kAllCaps, 0, nullptr },
 };
 
 } // namespace

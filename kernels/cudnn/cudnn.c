@@ -262,10 +262,10 @@ static int cudnn_fwd(const attn_fwd_params *in, cudaStream_t stream) {
 
 /* caps: every version-2 feature, each mapped onto cuDNN's graph (cudnn_sdpa.h) and refused
  * (ATTN_UNSUPPORTED, cuDNN's or our reason) where cuDNN cannot do the combination; dtypes 0:
- * fp16 and bf16; head_dims NULL: any (fwd reports the head dims cuDNN refuses as not
- * supported) */
+ * fp16 and bf16; head_dims and head_dim_pairs NULL: any (fwd reports the head dims cuDNN
+ * refuses as not supported) */
 const attn_kernel attn_kernel_cudnn = {
     "cudnn", cudnn_fwd,
     ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN | ATTN_CAP_PAGED |
         ATTN_CAP_SEQUSED_K,
-    0, NULL};
+    0, NULL, NULL};

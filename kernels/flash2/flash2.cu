@@ -160,6 +160,9 @@ int launch_default(const attn_fwd_params *p, int row_tiles, cudaStream_t stream,
 /* head_dim_v too (capability.c checks both against this list, and ATTN_CAP_HEAD_DIM_V lets a
  * pair through): of the pairs that lets through, flash2_fwd takes 192 x 128 only */
 constexpr int kHeadDims[] = {64, 96, 128, 192, 256, 0};
+/* the pairs themselves, as takes_dims has them: capability.c reads these (version 3) rather
+ * than kHeadDims, so that 192 x 192 is not supported before any launch */
+constexpr int kHeadDimPairs[] = {64, 64, 96, 96, 128, 128, 256, 256, 192, 128, 0};
 
 } // namespace
 
@@ -182,6 +185,7 @@ extern "C" const attn_kernel attn_kernel_flash2 = {
     "flash2", flash2_fwd,
     ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN | ATTN_CAP_PAGED |
         ATTN_CAP_SEQUSED_K,
-    0,         /* fp16 and bf16 */
-    kHeadDims, /* 64, 96, 128, 256 and 192 x 128 */
+    0,             /* fp16 and bf16 */
+    kHeadDims,     /* 64, 96, 128, 256 and 192 x 128 */
+    kHeadDimPairs, /* 64x64, 96x96, 128x128, 256x256, 192x128 */
 };

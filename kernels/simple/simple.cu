@@ -1,8 +1,9 @@
 /* "simple": the harness's built-in correctness floor, not a fast kernel.
  *
  * One warp computes one (batch, head, query row) with a plain online softmax in float32,
- * one key at a time. It takes all of ABI version 2 (every ATTN_CAP_*, fp16 and bf16, head
- * dims up to 256) and is written to be checked line by line against attn_abi.h: when "simple"
+ * one key at a time. It takes every problem of ABI version 3 (every ATTN_CAP_*, fp16 and bf16,
+ * head dims up to 256, any pair of them) and is written to be checked line by line against
+ * attn_abi.h, an invalid problem an error (kErr) before any launch: when "simple"
  * disagrees with the reference, suspect the reference or the harness first. See NOTES.md. */
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -48,11 +49,13 @@ simple_fwd_kernel(const attn_fwd_params p, const int group) {
     const int sq = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] : p.seqlen_q;
     if (i >= sq) return; /* padding row of a shorter sequence: not written */
     int sk = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
-    if (p.seqused_k) sk = min(sk, max(p.seqused_k[b], 0)); /* only the filled keys */
+    /* only the used keys (0 <= seqused_k[b] <= sk, attn_abi.h; the clamp only keeps an invalid
+     * problem from reading past the stored keys) */
+    if (p.seqused_k) sk = min(sk, max(p.seqused_k[b], 0));
 
-    /* Visible keys lo..hi: -window_left <= j - (i + sk - sq) <= window_right, 0 <= j < sk;
-     * causal is window_right = 0; a negative bound is unbounded. 64-bit so that huge
-     * windows cannot overflow. */
+    /* Visible keys lo..hi: -window_left <= j - (i + sk - sq) <= window_right, 0 <= j < sk, sk
+     * the used keys; causal is window_right = 0; a negative bound is unbounded. 64-bit so that
+     * huge windows cannot overflow. */
     const int64_t diag = (int64_t)i + sk - sq; /* the key aligned with query i */
     const int right = p.causal ? 0 : p.window_right;
     int64_t lo = p.window_left >= 0 ? diag - p.window_left : 0;
@@ -143,18 +146,38 @@ int launch_for_dims(const attn_fwd_params *p, cudaStream_t stream) {
                        : launch<T, 8, false>(p, stream);
 }
 
+/* The rules of attn_abi.h that p's scalars decide, as harness/problem.c has them: a problem
+ * that breaks one is an error, never computed as some other problem. (A packed tensor's row
+ * count is on the device: seqlen_q and seqlen_k, the longest sequence's, stand for it.) */
+bool invalid(const attn_fwd_params &p) {
+    if (p.heads_k < 1 || p.heads % p.heads_k != 0) return true; /* heads_k 0 is not "heads" */
+    if (p.window_left < -1 || p.window_right < -1 || (p.causal && p.window_right > 0)) return true;
+    if (p.block_table != nullptr &&
+        (p.cu_seqlens_k != nullptr || p.page_size < 1 || p.num_pages < 1 || p.block_table_stride < 1 ||
+         (int64_t)p.block_table_stride * p.page_size < p.seqlen_k))
+        return true;
+    const int64_t strides[] = {p.q_batch_stride, p.q_head_stride, p.q_row_stride, p.k_batch_stride,
+                               p.k_head_stride,  p.k_row_stride,  p.v_batch_stride, p.v_head_stride,
+                               p.v_row_stride,   p.o_batch_stride, p.o_head_stride, p.o_row_stride};
+    for (int64_t s : strides)
+        if (s < 0) return true;
+    if ((p.heads > 1 && p.o_head_stride == 0) || (p.batch > 1 && !p.cu_seqlens_q && p.o_batch_stride == 0))
+        return true; /* a broadcast output: heads or sequences would race for it */
+    const bool rows_q = p.seqlen_q > 1, rows_k = (p.block_table ? p.page_size : p.seqlen_k) > 1;
+    return (rows_q && (p.q_row_stride == 0 || p.o_row_stride == 0)) ||
+           (rows_k && (p.k_row_stride == 0 || p.v_row_stride == 0));
+}
+
 int simple_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     if (in == nullptr) return kErr;
     attn_fwd_params p = *in;
     if (p.dtype != ATTN_F16 && p.dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
-    /* The "off" values of attn_abi.h made explicit; heads_k 0 is taken as off too. */
-    if (p.heads_k == 0) p.heads_k = p.heads;
+    /* head_dim_v's "off" value made explicit (heads_k has none: 0 is invalid) */
     if (p.head_dim_v == 0) p.head_dim_v = p.head_dim;
     if (p.batch < 1 || p.heads < 1 || p.seqlen_q < 0 || p.seqlen_k < 0 || p.head_dim < 1 ||
-        p.head_dim_v < 1 || p.heads_k < 1 || p.heads % p.heads_k != 0)
+        p.head_dim_v < 1 || invalid(p))
         return kErr;
     if (!p.q || !p.k || !p.v || !p.o) return kErr;
-    if (p.block_table != nullptr && p.page_size < 1) return kErr;
     /* Any head dims up to 256 (FlashAttention's and the reference's limit): q and the
      * accumulator stay in registers, 8 per lane at most. Larger: not supported. */
     if (p.head_dim > 256 || p.head_dim_v > 256) return ATTN_UNSUPPORTED;
@@ -171,4 +194,5 @@ extern "C" const attn_kernel attn_kernel_simple = {
         ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K,
     0,       /* fp16 and bf16 */
     nullptr, /* any head dim up to 256 (larger: ATTN_UNSUPPORTED, see simple_fwd) */
+    nullptr, /* and any pair of them */
 };

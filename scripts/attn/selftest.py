@@ -50,8 +50,9 @@ def check_names(table, groups):
 NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big", "broken_race",
                          "broken_timing_cheat"}
 # correctness bugs that only problems far larger than this matrix's show (batch x heads over
-# 65535, a tensor over 2^31 elements): the correctness suite's large rows catch them
-NEEDS_LARGE_ROWS = {"broken_grid_y", "broken_int32_offsets"}
+# 65535, a tensor over 2^31 elements, dense or packed and paged): the correctness suite's large
+# rows catch them
+NEEDS_LARGE_ROWS = {"broken_grid_y", "broken_int32_offsets", "broken_packed_int32_offsets"}
 # a bug on a path chosen from a length past this matrix's: the long suite (shapes/long.txt) catches it
 NEEDS_LONG_ROWS = {"broken_long_split_lost"}
 CONTROLS = {"broken_none", "broken_v2_none"}

@@ -1,17 +1,25 @@
 /* attn_benchmark's command line (main.c lists the options) into its context. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "bench.h"
 
-static void usage(const char *why) {
-    fprintf(stderr, "attn_benchmark: %s\nusage: attn_benchmark --name N --kernel K [--plugin L] "
+/* The usage text: on stdout for --help (exit 0), after the reason on stderr (exit 2). */
+static void usage_text(FILE *out) {
+    fprintf(out, "usage: attn_benchmark --name N --kernel K [--plugin L] "
             "--dtype fp16|bf16 --head-dim D --mask full|causal --seqlen S --tokens T --hidden H "
             "--thresholds-dir DIR --tolerance FILE [--fragments DIR]\n"
             "   or: ... --mask M --workload decode|varlen|window --heads H --heads-k HK\n"
-            "       [--batch B --shape QxK] [--sequences QxK+QxK+...] [--page-size P] [--window L:R]\n", why);
+            "       [--batch B --shape QxK] [--sequences QxK+QxK+...] [--page-size P] [--window L:R]\n"
+            "One benchmark of the benchmark matrix (suites/benchmark/main.c says what it does). Exit 0 pass,\n"
+            "1 fail, 77 skipped or not supported, 2 bad arguments or a harness error.\n");
+}
+
+static void usage(const char *why) {
+    fprintf(stderr, "attn_benchmark: %s\n", why);
+    usage_text(stderr);
     exit(2);
 }
 
@@ -48,58 +56,8 @@ static int positive(const char *opt, const char *s) {
     return (int)v;
 }
 
-/* Reads and checks the command line into bm; a bad one exits 2 with the usage. */
-void bench_parse_args(bench *bm, int argc, char **argv) {
-    static const struct option opts[] = {
-        {"name", 1, 0, 'n'}, {"kernel", 1, 0, 'k'}, {"plugin", 1, 0, 'p'}, {"dtype", 1, 0, 't'},
-        {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'}, {"seqlen", 1, 0, 's'}, {"tokens", 1, 0, 'T'},
-        {"hidden", 1, 0, 'H'}, {"thresholds-dir", 1, 0, 'D'}, {"tolerance", 1, 0, 'o'},
-        {"fragments", 1, 0, 'f'}, {"workload", 1, 0, 'w'}, {"batch", 1, 0, 'b'}, {"heads", 1, 0, 'e'},
-        {"heads-k", 1, 0, 'K'}, {"shape", 1, 0, 'S'}, {"sequences", 1, 0, 'Q'}, {"page-size", 1, 0, 'P'},
-        {"window", 1, 0, 'W'}, {0, 0, 0, 0}};
-    const char *shape = NULL, *sequences = NULL, *window = NULL;
-    bm->window_left = bm->window_right = -1;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'n': bm->name = optarg; break;
-        case 'k': bm->kernel_name = optarg; break;
-        case 'p': bm->plugin = optarg; break;
-        case 't': bm->dtype_name = optarg; break;
-        case 'd': bm->head_dim = positive("--head-dim", optarg); break;
-        case 'm': bm->mask_name = optarg; break;
-        case 's': bm->seqlen = positive("--seqlen", optarg); break;
-        case 'T': bm->tokens = positive("--tokens", optarg); break;
-        case 'H': bm->hidden = positive("--hidden", optarg); break;
-        case 'D': bm->thresholds_dir = optarg; break;
-        case 'o': bm->tolerance_path = optarg; break;
-        case 'f': bm->fragments = optarg; break;
-        case 'w': bm->workload_name = optarg; break;
-        case 'b': bm->batch = positive("--batch", optarg); break;
-        case 'e': bm->heads = positive("--heads", optarg); break;
-        case 'K': bm->heads_k = positive("--heads-k", optarg); break;
-        case 'S': shape = optarg; break;
-        case 'Q': sequences = optarg; break;
-        case 'P': bm->page_size = positive("--page-size", optarg); break;
-        case 'W': window = optarg; break;
-        default: usage("unknown option");
-        }
-    }
-    if (optind != argc || !bm->name || !bm->kernel_name || !bm->dtype_name || !bm->mask_name || !bm->head_dim ||
-        !bm->thresholds_dir || !bm->tolerance_path)
-        usage("missing or unexpected argument");
-    if (attn_dtype_parse(bm->dtype_name, &bm->dtype)) usage("--dtype: expected fp16 or bf16");
-    if (strcmp(bm->mask_name, "full") && strcmp(bm->mask_name, "causal")) usage("--mask: expected full or causal");
-    bm->causal = !strcmp(bm->mask_name, "causal");
-    bm->workload = bm->causal ? ATTN_WORKLOAD_CAUSAL : ATTN_WORKLOAD_FULL;
-    if (!bm->workload_name) { /* the dense matrix */
-        if (!bm->seqlen || !bm->tokens || !bm->hidden || bm->batch || bm->heads || bm->heads_k || shape || sequences ||
-            bm->page_size || window)
-            usage("the dense matrix takes --seqlen, --tokens and --hidden, and none of version 2's options");
-        if (bm->hidden % bm->head_dim) usage("--hidden must be a multiple of --head-dim");
-        bm->workload_name = bm->mask_name;
-        return;
-    }
+/* Version 2's workloads: their options checked against the workload, into bm */
+static void parse_workload(bench *bm, const char *shape, const char *sequences, const char *window) {
     bm->workload = attn_workload_parse(bm->workload_name);
     if (bm->workload <= ATTN_WORKLOAD_CAUSAL) usage("--workload: expected decode, varlen or window");
     if (bm->seqlen || bm->tokens || bm->hidden || !bm->heads || !bm->heads_k || bm->heads % bm->heads_k)
@@ -124,4 +82,67 @@ void bench_parse_args(bench *bm, int argc, char **argv) {
         bm->nseq = bm->batch;
         for (int b = 0; b < bm->nseq; b++) bm->lens_q[b] = q, bm->lens_k[b] = k;
     }
+}
+
+/* Reads and checks the command line into bm; a bad one exits 2 with the usage. */
+void bench_parse_args(bench *bm, int argc, char **argv) {
+    static const struct option opts[] = {
+        {"name", 1, 0, 'n'}, {"kernel", 1, 0, 'k'}, {"plugin", 1, 0, 'p'}, {"dtype", 1, 0, 't'},
+        {"head-dim", 1, 0, 'd'}, {"mask", 1, 0, 'm'}, {"seqlen", 1, 0, 's'}, {"tokens", 1, 0, 'T'},
+        {"hidden", 1, 0, 'H'}, {"thresholds-dir", 1, 0, 'D'}, {"tolerance", 1, 0, 'o'},
+        {"fragments", 1, 0, 'f'}, {"workload", 1, 0, 'w'}, {"batch", 1, 0, 'b'}, {"heads", 1, 0, 'e'},
+        {"heads-k", 1, 0, 'K'}, {"shape", 1, 0, 'S'}, {"sequences", 1, 0, 'Q'}, {"page-size", 1, 0, 'P'},
+        {"window", 1, 0, 'W'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *shape = NULL, *sequences = NULL, *window = NULL;
+    bm->window_left = bm->window_right = -1;
+    int c;
+    char why[256];
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ATTN_GETOPT_SHORT, opts, NULL)) != -1) {
+        switch (c) {
+        case 'n': bm->name = optarg; break;
+        case 'k': bm->kernel_name = optarg; break;
+        case 'p': bm->plugin = optarg; break;
+        case 't': bm->dtype_name = optarg; break;
+        case 'd': bm->head_dim = positive("--head-dim", optarg); break;
+        case 'm': bm->mask_name = optarg; break;
+        case 's': bm->seqlen = positive("--seqlen", optarg); break;
+        case 'T': bm->tokens = positive("--tokens", optarg); break;
+        case 'H': bm->hidden = positive("--hidden", optarg); break;
+        case 'D': bm->thresholds_dir = optarg; break;
+        case 'o': bm->tolerance_path = optarg; break;
+        case 'f': bm->fragments = optarg; break;
+        case 'w': bm->workload_name = optarg; break;
+        case 'b': bm->batch = positive("--batch", optarg); break;
+        case 'e': bm->heads = positive("--heads", optarg); break;
+        case 'K': bm->heads_k = positive("--heads-k", optarg); break;
+        case 'S': shape = optarg; break;
+        case 'Q': sequences = optarg; break;
+        case 'P': bm->page_size = positive("--page-size", optarg); break;
+        case 'W': window = optarg; break;
+        case 'h': usage_text(stdout); exit(0);
+        default: usage(attn_getopt_error(c, argv, why, sizeof why));
+        }
+    }
+    if (optind != argc) {
+        snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+        usage(why);
+    }
+    if (!bm->name || !bm->kernel_name || !bm->dtype_name || !bm->mask_name || !bm->head_dim ||
+        !bm->thresholds_dir || !bm->tolerance_path)
+        usage("missing a required option (--name, --kernel, --dtype, --mask, --head-dim, --thresholds-dir, "
+              "--tolerance)");
+    if (attn_dtype_parse(bm->dtype_name, &bm->dtype)) usage("--dtype: expected fp16 or bf16");
+    if (strcmp(bm->mask_name, "full") && strcmp(bm->mask_name, "causal")) usage("--mask: expected full or causal");
+    bm->causal = !strcmp(bm->mask_name, "causal");
+    bm->workload = bm->causal ? ATTN_WORKLOAD_CAUSAL : ATTN_WORKLOAD_FULL;
+    if (!bm->workload_name) { /* the dense matrix */
+        if (!bm->seqlen || !bm->tokens || !bm->hidden || bm->batch || bm->heads || bm->heads_k || shape || sequences ||
+            bm->page_size || window)
+            usage("the dense matrix takes --seqlen, --tokens and --hidden, and none of version 2's options");
+        if (bm->hidden % bm->head_dim) usage("--hidden must be a multiple of --head-dim");
+        bm->workload_name = bm->mask_name;
+        return;
+    }
+    parse_workload(bm, shape, sequences, window);
 }

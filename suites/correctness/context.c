@@ -49,9 +49,7 @@ attn_problem_desc case_problem(const check_ctx *c, int check_id) {
     d.seed = attn_seed_from_name(c->seed_name) + 0x9e3779b97f4a7c15ull * (uint64_t)check_id;
     if (getenv("ATTN_SEED") && *getenv("ATTN_SEED")) d.seed = attn_seed_from_name(c->seed_name);
     if (t->nseq) {
-        d.nseq = t->nseq, d.page_size = t->page_size, d.spare_pages = 3;
-        memcpy(d.lens_q, t->lens_q, sizeof t->lens_q);
-        memcpy(d.lens_k, t->lens_k, sizeof t->lens_k);
+        attn_problem_set_batch(&d, t->nseq, t->page_size, t->lens_q, t->lens_k);
         d.softmax_scale = 0; /* the module's default, 1/sqrt(d); the header says 0 */
     }
     return d;

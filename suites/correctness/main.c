@@ -30,7 +30,6 @@
  * functions take no argument, so they reach it through one pointer (current_ctx), set while
  * a case's Check suite runs; nothing else is file-static and mutable. */
 #include <check.h>
-#include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +37,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "args.h"
 #include "attn_abi.h"
 #include "context.h"
 #include "gpu_problem.h"
@@ -174,31 +174,33 @@ typedef struct {
 } suite;
 
 /* The axes' options for the usage text: the required ones (optional 0) or the others. */
-static void usage_axes(int optional) {
+static void usage_axes(FILE *out, int optional) {
     for (int x = 0, col = optional ? 8 : 60; x < ATTN_SHAPES_N_AXES; x++) {
         if ((attn_axes[x].dflt != NULL) != optional) continue;
         char o[64];
         int n = snprintf(o, sizeof o, optional ? " [--%s %s[,...]]" : " --%s %s[,...]", attn_axes[x].option,
                          attn_axes[x].kind == ATTN_KIND_COUNT ? "HK" : attn_axis_form(attn_axes[x].kind));
-        if (col + n > 100) fprintf(stderr, "\n        "), col = 8;
-        col += fprintf(stderr, "%s", o);
+        if (col + n > 100) fprintf(out, "\n        "), col = 8;
+        col += fprintf(out, "%s", o);
     }
 }
 
-static void usage(const char *why) {
-    fprintf(stderr, "attn_correctness: %s\nusage: attn_correctness --name NAME --kernel K [--plugin LIB.so]", why);
-    usage_axes(0);
-    fprintf(stderr, "\n         --shapes QxK|S[,...] --batch B --heads H\n        ");
-    usage_axes(1);
-    fprintf(stderr, "\n         [--pairwise] [--shard K/N]\n"
+/* The usage text: on stdout for --help (exit 0), after the reason on stderr for a bad
+ * command line (exit 2). */
+static void usage_text(FILE *out) {
+    fprintf(out, "usage: attn_correctness --name NAME --kernel K [--plugin LIB.so]");
+    usage_axes(out, 0);
+    fprintf(out, "\n         --shapes QxK|S[,...] --batch B --heads H\n        ");
+    usage_axes(out, 1);
+    fprintf(out, "\n         [--pairwise] [--shard K/N]\n"
                     "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process] [--list]\n"
                     "       attn_correctness --list-checks\n"
                     "cases: the cross product of the lists (S = SxS; D = DxD; causal cases keep only a window's L;\n"
                     "        -1 is unbounded; defaults:");
     for (int x = 0; x < ATTN_SHAPES_N_AXES; x++)
         if (attn_axes[x].dflt) /* "": --heads */
-            fprintf(stderr, " --%s %s", attn_axes[x].option, *attn_axes[x].dflt ? attn_axes[x].dflt : "H");
-    fprintf(stderr, ");\n        --pairwise: the rows of a pairwise covering array of them instead;\n"
+            fprintf(out, " --%s %s", attn_axes[x].option, *attn_axes[x].dflt ? attn_axes[x].dflt : "H");
+    fprintf(out, ");\n        --pairwise: the rows of a pairwise covering array of them instead;\n"
             "        --shard K/N: of those, the cases i with i %% N == K (a test split over N processes)\n"
             "packed cases: a shape QxK+QxK+... (sequences of their own lengths, 0 allowed) or a page\n"
             "        size P > 0 (K and V in a shuffled pool of P-row pages) runs only the check 'packed'\n"
@@ -207,7 +209,13 @@ static void usage(const char *why) {
             "        compute-sanitizer); packed: a packed case's\n"
             "--in-process: run the cases in this process (for tools that follow one process);\n"
             "        by default a child process runs them, replaced after a crash or a hang\n"
-            "--list: print the cases and exit; --list-checks: print the checks and exit\n");
+            "--list: print the cases and exit; --list-checks: print the checks and exit\n"
+            "--help, -h: print this and exit\n");
+}
+
+static void usage(const char *why) {
+    fprintf(stderr, "attn_correctness: %s\n", why);
+    usage_text(stderr);
     exit(2);
 }
 
@@ -344,18 +352,19 @@ static attn_fwd_params case_shape(const suite *s, const test_case *c) {
     p.softmax_scale = 1.0f;
     const void *stand_in = c;
     p.q = p.k = p.v = stand_in, p.o = (void *)stand_in;
+    /* stand-ins, valid ones (the output's are not 0): each check lays the tensors out */
+    p.q_row_stride = p.k_row_stride = p.v_row_stride = p.o_row_stride = 1;
+    p.o_head_stride = p.o_batch_stride = 1;
     if (c->nseq) { /* what a packed case needs, for attn_kernel_lacks */
         static const attn_problem_desc none;
         attn_problem_desc d = none;
-        d.nseq = c->nseq, d.page_size = c->page_size;
-        memcpy(d.lens_q, c->lens_q, sizeof c->lens_q);
+        attn_problem_set_batch(&d, c->nseq, c->page_size, c->lens_q, c->lens_k); /* as case_problem */
         p.batch = c->nseq;
         if (!attn_problem_q_dense(&d)) p.cu_seqlens_q = stand_in;
+        if (attn_problem_seqused(&d)) p.seqused_k = stand_in;
         if (c->page_size > 0)
-            p.block_table = p.seqused_k = stand_in, p.page_size = c->page_size;
-        else if (attn_problem_kv_cache(&d))
-            p.seqused_k = stand_in;
-        else
+            p.block_table = stand_in, p.page_size = c->page_size;
+        else if (!attn_problem_kv_cache(&d))
             p.cu_seqlens_k = stand_in;
     }
     return p;
@@ -407,7 +416,7 @@ static int take_option(suite *s, int opt) {
     case 'k': s->kernel = optarg; break;
     case 'p': s->plugin = optarg; break;
     case 'b': s->ctx.batch = positive_arg("--batch", optarg); break;
-    case 'h': s->ctx.heads = positive_arg("--heads", optarg); break;
+    case 'e': s->ctx.heads = positive_arg("--heads", optarg); break;
     case 'T': s->tolerance = optarg; break;
     case 'c': s->checks = optarg; break;
     case 'W': s->case_timeout_s = positive_arg("--case-timeout", optarg); break;
@@ -437,21 +446,36 @@ static void parse_args(int argc, char **argv, suite *s) {
 #include "axes.def"
 #undef ATTN_AXIS
         {"shapes", 1, 0, AXIS_CODE + AX_SHAPE}, {"name", 1, 0, 'n'}, {"kernel", 1, 0, 'k'}, {"plugin", 1, 0, 'p'},
-        {"batch", 1, 0, 'b'},      {"heads", 1, 0, 'h'},        {"tolerance", 1, 0, 'T'}, {"checks", 1, 0, 'c'},
+        {"batch", 1, 0, 'b'},      {"heads", 1, 0, 'e'},        {"tolerance", 1, 0, 'T'}, {"checks", 1, 0, 'c'},
         {"case-timeout", 1, 0, 'W'}, {"in-process", 0, 0, 'I'}, {"pairwise", 0, 0, 'P'},  {"list", 0, 0, 'L'},
-        {"shard", 1, 0, 'H'},      {"list-checks", 0, 0, 'l'},  {0, 0, 0, 0},
+        {"shard", 1, 0, 'H'},      {"list-checks", 0, 0, 'l'},  {"help", 0, 0, 'h'},        {0, 0, 0, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
-        if (take_option(s, c)) usage("unknown option");
-    if (optind != argc) usage("unexpected argument");
+    char why[256];
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ATTN_GETOPT_SHORT, opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage_text(stdout);
+            exit(0);
+        }
+        if (take_option(s, c)) usage(attn_getopt_error(c, argv, why, sizeof why));
+    }
+    if (optind != argc) {
+        snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+        usage(why);
+    }
     if (s->list_checks) {
         list_checks();
         exit(0);
     }
-    int missing = !s->name || !s->kernel || !s->tolerance || !s->lists[AX_SHAPE] || !s->ctx.batch || !s->ctx.heads;
-    for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) missing |= !attn_axes[x].dflt && !s->lists[x];
-    if (missing) usage("missing option");
+    const char *missing = !s->name ? "name" : !s->kernel ? "kernel" : !s->tolerance ? "tolerance"
+                        : !s->lists[AX_SHAPE] ? "shapes" : !s->ctx.batch ? "batch" : !s->ctx.heads ? "heads" : NULL;
+    for (int x = 0; x < ATTN_SHAPES_N_AXES && !missing; x++)
+        if (!attn_axes[x].dflt && !s->lists[x]) missing = attn_axes[x].option;
+    if (missing) {
+        snprintf(why, sizeof why, "missing option --%s", missing);
+        usage(why);
+    }
     snprintf(s->heads_text, sizeof s->heads_text, "%d", s->ctx.heads);
     for (int x = 0; x < ATTN_SHAPES_N_AXES; x++) /* the defaults; "": --heads */
         if (!s->lists[x]) s->lists[x] = *attn_axes[x].dflt ? attn_axes[x].dflt : s->heads_text;
@@ -467,12 +491,15 @@ static void parse_args(int argc, char **argv, suite *s) {
 
 /* The scale rows need tens of GB: with less free GPU memory than a check needs, the case is
  * skipped, saying so (a smaller GPU cannot run it; that is not a pass). The largest check
- * holds q, k, v, o and a copy of o in the dtype, and G, R in float. */
+ * holds q, k, v, o and a copy of o in the dtype, and G, R in float (a packed batch also the
+ * reference's float copies of one sequence's K and V). */
 static int enough_memory(const check_ctx *x, const test_case *c, char *why, size_t len) {
     const int dmax = c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v;
-    double eq = (double)x->batch * x->heads * c->seqlen_q * dmax;
-    double ek = (double)x->batch * c->heads_k * c->seqlen_k * dmax;
-    double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq) + (256 << 20);
+    const double batch = c->nseq ? c->nseq : x->batch; /* packed: its sequences, none longer than the longest */
+    double eq = batch * x->heads * c->seqlen_q * dmax;
+    double ek = batch * c->heads_k * c->seqlen_k * dmax;
+    double scratch = c->nseq ? 8.0 * x->heads * c->seqlen_k * dmax : 0; /* the reference's float K, V of a sequence */
+    double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq + scratch) + (256 << 20);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
     snprintf(why, len, "this case needs about %.1f GiB of GPU memory; %.1f GiB of %.1f GiB are free",

@@ -1,17 +1,36 @@
 /* attn_tune's command line (main.c lists the options) into its context. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "tune.h"
 
+#define USAGE "usage: attn_tune --kernel NAME [--plugin LIB] --dtypes fp16,bf16 --head-dims 64,128 " \
+    "--masks full,causal --seqlens S,S,... --tokens N --hidden N --tolerance FILE --results-dir DIR " \
+    "--tuned-dir DIR [--source-dir DIR] [--work-dir DIR] [--exhaustive-max N] [--trials N] [--seed N] " \
+    "[--case-timeout S] [--built-only]\n"
+
 static void usage(const char *why) {
-    fprintf(stderr, "attn_tune: %s\nusage: attn_tune --kernel NAME [--plugin LIB] --dtypes fp16,bf16 --head-dims 64,128 "
-                    "--masks full,causal --seqlens S,S,... --tokens N --hidden N --tolerance FILE --results-dir DIR "
-                    "--tuned-dir DIR [--source-dir DIR] [--work-dir DIR] [--exhaustive-max N] [--trials N] [--seed N] "
-                    "[--case-timeout S] [--built-only]\n", why);
+    fprintf(stderr, "attn_tune: %s\n" USAGE, why);
     exit(2);
+}
+
+/* --help: the usage line, then what the options do */
+_Noreturn static void help(void) {
+    printf(USAGE "A tunable kernel's best configuration per shape class of the benchmark matrix (the dtypes, head\n"
+           "dims, masks and seqlens; --tokens / seqlen sequences of --hidden / head dim heads), proven correct\n"
+           "(--tolerance) and confirmed faster than the default; writes <results-dir>/<gpu>/tune/ and\n"
+           "<tuned-dir>/<gpu>.tuned.txt (suites/tune/main.c says how).\n"
+           "  --exhaustive-max N  search exhaustively up to N configurations (default 64), else\n"
+           "  --trials N          a Latin hypercube then TPE up to N trials (default 40), from --seed (default 1)\n"
+           "  --case-timeout S    a configuration's correctness run is stopped after S seconds (default 60)\n"
+           "  --built-only        tune over the configurations this build holds\n"
+           "  --work-dir DIR      where the children's work file goes (default a new folder in /tmp)\n"
+           "  --source-dir DIR    the git checkout whose commit the results name (default .)\n"
+           "Exit 0 done, 1 a phase failed, 2 bad arguments or configurations missing from the build,\n"
+           "77 no GPU or no tunables.\n");
+    exit(0);
 }
 
 static int positive(const char *opt, const char *s, int max) {
@@ -66,11 +85,13 @@ void tune_parse_args(tuner *tu, int argc, char **argv) {
         {"masks", 1, 0, 'm'},       {"seqlens", 1, 0, 's'},       {"tokens", 1, 0, 't'},   {"hidden", 1, 0, 'H'},
         {"tolerance", 1, 0, 'o'},   {"results-dir", 1, 0, 'r'},   {"tuned-dir", 1, 0, 'u'}, {"source-dir", 1, 0, 'S'},
         {"work-dir", 1, 0, 'w'},    {"exhaustive-max", 1, 0, 'x'}, {"trials", 1, 0, 'n'},  {"seed", 1, 0, 'e'},
-        {"case-timeout", 1, 0, 'c'}, {"built-only", 0, 0, 'b'}, {0, 0, 0, 0}};
+        {"case-timeout", 1, 0, 'c'}, {"built-only", 0, 0, 'b'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     tune_args *a = &tu->a;
     *a = (tune_args){.exhaustive_max = 64, .trials = 40, .seed = 1, .case_timeout_s = 60, .source_dir = "."};
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    char why[256];
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ATTN_GETOPT_SHORT, opts, NULL)) != -1) {
         switch (c) {
         case 'k': a->kernel_name = optarg; break;
         case 'p': a->plugin = optarg; break;
@@ -90,10 +111,14 @@ void tune_parse_args(tuner *tu, int argc, char **argv) {
         case 'e': a->seed = (unsigned long long)positive("--seed", optarg, 1 << 30); break;
         case 'c': a->case_timeout_s = positive("--case-timeout", optarg, 86400); break;
         case 'b': a->built_only = 1; break;
-        default: usage("unknown option");
+        case 'h': help();
+        default: usage(attn_getopt_error(c, argv, why, sizeof why));
         }
     }
-    if (optind < argc) usage("unexpected argument");
+    if (optind < argc) {
+        snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+        usage(why);
+    }
     if (!a->kernel_name || !a->n_dtypes || !a->n_dims || !a->n_masks || !a->n_seqlens || !a->tokens || !a->hidden ||
         !a->tolerance || !a->results_dir || !a->tuned_dir)
         usage("missing a required option");

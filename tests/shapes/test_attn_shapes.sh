@@ -25,7 +25,7 @@ assert d["cases"][2] == {"dtype": "fp16", "head_dim": "64", "mask": "full", "sha
 "$tool" --json "$src/shapes/packed.txt" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-assert d["cases"] == [] and d["shapes"] == [] and len(d["sequences"]) == 5, d
+assert d["cases"] == [] and d["shapes"] == [] and len(d["sequences"]) == 6, d
 assert d["sequences"][0] == "1x239+0x17+128x128+17x0+1x1+300x300", d["sequences"][0]
 assert d["axes"]["head_dim"][2] == "192x128" and d["axes"]["page_size"] == ["0", "1", "16", "64", "256"]
 ' || fail "--json packed.txt"
@@ -58,7 +58,7 @@ expect_error "attn_shapes: $here/bad_window.txt:6: window: expected L:R" --json 
 expect_error "attn_shapes: $here/nothing.txt: shapes file not found" --cmake P "$here/nothing.txt"
 expect_error "attn_shapes: --checks: no check in group 'nightly'" --checks nightly
 expect_error "attn_shapes: --cmake: PREFIX: expected letters, digits and '_', got 'A B'" --cmake "A B" "$here/good.txt"
-expect_error "attn_shapes: expected --cmake, --json, --checks, --checks-json or --help, got '--list'" --list
+expect_error "attn_shapes: expected --cmake, --json, --checks, --checks-json, --tuned or --help, got '--list'" --list
 expect_error "attn_shapes: expected an option"
 "$tool" --help | grep -q "^usage: attn_shapes" || fail "--help"
 echo "attn_shapes: all checks passed"
