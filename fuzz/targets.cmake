@@ -2,7 +2,7 @@
 # and fuzz/libfuzzer/CMakeLists.txt (clang, libFuzzer): a target <t> is fuzz/fuzz_<t>.c, its
 # seeds fuzz/corpus/<t>/, and the project's host C files it tests, compiled into it (never the
 # libraries: attn_harness has CUDA parts). Paths are relative to the source tree.
-set(ATTN_FUZZ_TARGETS shapes thresholds tolerance results plugin)
+set(ATTN_FUZZ_TARGETS shapes thresholds tolerance results plugin tuned)
 set(attn_fuzz_sources_shapes harness/shapes.c harness/pairwise.c)
 set(attn_fuzz_sources_thresholds harness/thresholds.c harness/ini_file.c harness/text_file.c)
 set(attn_fuzz_sources_tolerance harness/verdict.c harness/ini_file.c harness/text_file.c)
@@ -10,11 +10,7 @@ set(attn_fuzz_sources_tolerance harness/verdict.c harness/ini_file.c harness/tex
 set(attn_fuzz_sources_results tools/results_collect.c harness/results.c harness/thresholds.c harness/ini_file.c
     harness/text_file.c fuzz/gpu_stubs.c)
 set(attn_fuzz_sources_plugin kernels/plugin.c kernels/capability.c)
-# the tuned-file parser (harness/tuned.c, ported from cmake/tuned.cmake): its slot. Add
-# "tuned" to ATTN_FUZZ_TARGETS, set attn_fuzz_sources_tuned and attn_fuzz_libs_tuned, and write
-# fuzz/fuzz_tuned.c (the loader on the bytes by path, as fuzz_thresholds.c); its seeds are in
-# fuzz/corpus/tuned/ already.
-# set(attn_fuzz_sources_tuned harness/tuned.c)
+set(attn_fuzz_sources_tuned harness/tuned.c)
 
 # what each links beyond libc: inih, jansson (the Debian archives the project links), dl
 set(attn_fuzz_libs_thresholds inih)
@@ -22,6 +18,7 @@ set(attn_fuzz_libs_tolerance inih m)
 set(attn_fuzz_libs_results jansson inih)
 set(attn_fuzz_libs_plugin dl)
 set(attn_fuzz_libs_shapes "")
+set(attn_fuzz_libs_tuned "")
 # results_collect.c's main, callable from the target (a definition on that file, in fuzz/ only)
 set(ATTN_FUZZ_MAIN_RENAMED main=attn_results_main)
 # every target's include folders
