@@ -25,7 +25,7 @@ jobs=1
 targets=()
 while [ $# -gt 0 ]; do
   case $1 in
-    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) echo "$usage"; sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     --build) [ $# -ge 2 ] || bad "--build needs a directory"; build=$2; shift 2 ;;
     --runs|--time|--jobs)
       [ $# -ge 2 ] && [[ $2 =~ ^[1-9][0-9]{0,9}$ ]] || bad "$1 needs a positive integer"
