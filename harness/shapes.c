@@ -94,7 +94,7 @@ static const char *dims_error(const char *t, const char **bad, int *bad_len) {
     size_t n = strlen(t);
     const char *x = strchr(t, 'x');
     long long d;
-    if (t[0] == 'x' || t[n - 1] == 'x' || (x && strchr(x + 1, 'x'))) return "expected D or DxDV";
+    if (n == 0 || t[0] == 'x' || t[n - 1] == 'x' || (x && strchr(x + 1, 'x'))) return "expected D or DxDV";
     size_t n1 = x ? (size_t)(x - t) : n;
     if (!positive_int(t, n1, ATTN_SHAPES_MAX_LEN, &d)) return *bad_len = (int)n1, UP_TO;
     if (!x || positive_int(x + 1, strlen(x + 1), ATTN_SHAPES_MAX_LEN, &d)) return NULL;

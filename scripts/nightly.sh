@@ -4,7 +4,7 @@
 # compare with the previous results of this GPU, write the report.
 #   scripts/nightly.sh [ctest filters for the benchmarks, e.g. -L simple]
 # Raw output (CI artifacts, never committed), under $ATTN_ARTIFACTS (default <build>/artifacts):
-#   correctness.junit.xml, correctness.log, benchmark.junit.xml, benchmark.log,
+#   correctness.junit.xml, correctness.log, fuzz.log, benchmark.junit.xml, benchmark.log,
 #   <date>-<commit>.full.json (the collector's whole document), report/ (report.md and plots)
 # Committed results (results/README.md, retention), at most 300 KB per run:
 #   results/<gpu>/benchmarks/<date>-<commit>.json[.gz]  the run's results, compact (gzip over 150 KB)
@@ -14,7 +14,7 @@
 # and the plots of this GPU's earlier nightlies are removed (scripts/report.py draws them again).
 # verdict.md (in the artifacts; on the run's page through $GITHUB_STEP_SUMMARY when set): the
 # counts, the regressions and the exit status.
-# Exit non-zero on any correctness failure, benchmark failure or regression against the
+# Exit non-zero on any correctness failure, fuzzing finding, benchmark failure or regression against the
 # previous results (scripts/compare.py, threshold ATTN_NIGHTLY_THRESHOLD percent, default 2).
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -36,6 +36,10 @@ ctest --test-dir "$build" -L "^(correctness|features_full|long)$" -j "${ATTN_JOB
       --output-junit "$art/correctness.junit.xml" >"$art/correctness.log" 2>&1
 corr=$?
 py summary "$art/correctness.junit.xml" | tee "$art/correctness.summary.txt"
+echo "== fuzz: ${ATTN_FUZZ_RUNS:-1000000} executions per parser (scripts/fuzz.sh; exit 77: no clang, not a failure)"
+"$ATTN_ROOT/scripts/fuzz.sh" --build "$build" --runs "${ATTN_FUZZ_RUNS:-1000000}" --jobs "${ATTN_JOBS_TESTS:-8}" \
+  2>&1 | tee "$art/fuzz.log"
+fuzz=${PIPESTATUS[0]}
 echo "== benchmarks"
 ctest --test-dir "$build" -L benchmark --output-junit "$art/benchmark.junit.xml" "$@" \
       >"$art/benchmark.log" 2>&1
@@ -97,11 +101,12 @@ py results --untracked index >/dev/null
 added=$(du -cb "$new" "$nightly/$run"-* | tail -1 | cut -f1)
 echo "nightly: $added bytes of committed results for this run"
 status=0
-[ $corr -eq 0 ] && [ $bench -eq 0 ] && [ $regressions -eq 0 ] || status=1
+[ $corr -eq 0 ] && { [ $fuzz -eq 0 ] || [ $fuzz -eq 77 ]; } && [ $bench -eq 0 ] && [ $regressions -eq 0 ] || status=1
 {
   echo "## Nightly $run: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
   echo
   echo "- correctness: exit $corr; $(head -1 "$art/correctness.summary.txt" | sed 's/^summary of [^:]*: //')"
+  echo "- fuzz: exit $fuzz; $(grep -c '^fuzz .* executions' "$art/fuzz.log") parsers fuzzed (fuzz.log)"
   echo "- benchmarks: exit $bench; regressions against $([ -n "$prev" ] && basename "$prev" || echo "no earlier run"): $regressions"
   echo "- committed results: $added bytes (the rule: at most 300000)"
   echo
@@ -109,5 +114,5 @@ status=0
 } >"$art/verdict.md"
 [ -n "${GITHUB_STEP_SUMMARY:-}" ] && cat "$art/verdict.md" >>"$GITHUB_STEP_SUMMARY"
 [ "$added" -le 300000 ] || { echo "nightly: over the 300 KB a nightly may add (results/README.md)"; status=1; }
-echo "nightly: correctness exit $corr, benchmarks exit $bench, $regressions regression(s); report $nightly/$run-report.md"
+echo "nightly: correctness exit $corr, fuzz exit $fuzz, benchmarks exit $bench, $regressions regression(s); report $nightly/$run-report.md"
 exit $status

@@ -20,6 +20,7 @@ declare -A ALLOWED=(
   [kernels]="abi baselines kernels"
   [suites]="abi reference harness baselines kernels suites"
   [tools]="abi reference harness baselines kernels tools"
+  [fuzz]="abi reference harness baselines kernels tools fuzz"
 )
 
 allowed() { # <layer> <used layer>
