@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include "results.h"
+#include "text_file.h"
 #include "thresholds.h"
 #include "tune.h"
+#include "tuned.h"
 
 /* Reads the work file into tu->states; 0, or 1 with err. */
 static int read_work(tuner *tu, char *err, size_t errlen) {
@@ -87,6 +89,30 @@ static json_t *group_json(const tuner *tu, int gi) {
                      "configs", configs);
 }
 
+/* 0 when the configure step's parser (harness/tuned.h) takes the file at `tmp` with this
+ * kernel's tunables and values, else 1 with its message: attn_tune never writes a tuned file
+ * that stops the next configure step. */
+static int check_tuned(const tuner *tu, const char *tmp, char *err, size_t errlen) {
+    char spec_text[4096] = "", why[1024] = "";
+    size_t n = 0;
+    for (int t = 0; t < tu->space.n && n < sizeof spec_text; t++) {
+        const attn_tunable *tv = &tu->tuning->tunables[t];
+        const int listed = tv->count <= ATTN_TUNED_MAX_ALLOWED; /* else any int, as the parser reads it */
+        n += (size_t)snprintf(spec_text + n, sizeof spec_text - n, "%s%s%s", t ? "," : "", tv->name, listed ? "=" : "");
+        for (int k = 0; listed && k < tv->count && n < sizeof spec_text; k++)
+            n += (size_t)snprintf(spec_text + n, sizeof spec_text - n, "%s%d", k ? "|" : "", tv->values[k]);
+    }
+    attn_tuned_spec spec;
+    char *text = NULL;
+    size_t len = 0;
+    int bad = n >= sizeof spec_text || attn_tuned_spec_parse(spec_text, &spec, why, sizeof why) ||
+              attn_text_file_read(tmp, &text, &len) ||
+              attn_tuned_parse(text, len, tmp, tu->a.kernel_name, &spec, NULL, NULL, why, sizeof why);
+    free(text);
+    if (bad) snprintf(err, errlen, "the tuned file would stop the configure step, not written: %.900s", why);
+    return bad;
+}
+
 /* Writes <tuned-dir>/<slug>.tuned.txt whole (tmp + rename): the header, the GPU, the other
  * kernels' lines as they were, then this run's. 0, or 1 with err. */
 static int write_tuned(const tuner *tu, const char *slug, const attn_run_stamp *st, const char *results_file,
@@ -119,7 +145,12 @@ static int write_tuned(const tuner *tu, const char *slug, const attn_run_stamp *
     }
     for (int i = 0; i < n; i++)
         if (lines[i][0]) fprintf(out, "%s\n", lines[i]);
-    if (fclose(out) || rename(tmp, path)) {
+    if (fclose(out)) {
+        unlink(tmp);
+        return snprintf(err, errlen, "%.900s: cannot be written", path), 1;
+    }
+    if (check_tuned(tu, tmp, err, errlen)) return unlink(tmp), 1;
+    if (rename(tmp, path)) {
         unlink(tmp);
         return snprintf(err, errlen, "%.900s: cannot be written", path), 1;
     }
