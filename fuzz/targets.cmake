@@ -3,7 +3,7 @@
 # seeds fuzz/corpus/<t>/, and the project's host C files it tests, compiled into it (never the
 # libraries: attn_harness has CUDA parts). Paths are relative to the source tree.
 set(ATTN_FUZZ_TARGETS shapes thresholds tolerance results plugin tuned)
-set(attn_fuzz_sources_shapes harness/shapes.c harness/pairwise.c)
+set(attn_fuzz_sources_shapes harness/shapes.c harness/pairwise.c harness/text_file.c)
 set(attn_fuzz_sources_thresholds harness/thresholds.c harness/ini_file.c harness/text_file.c)
 set(attn_fuzz_sources_tolerance harness/verdict.c harness/ini_file.c harness/text_file.c)
 # attn_results whole, its main renamed (ATTN_FUZZ_MAIN_RENAMED) and its GPU made up (gpu_stubs.c)

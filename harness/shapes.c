@@ -3,6 +3,7 @@
  * take them, so a bad value stops the configure step, naming its line, instead of failing
  * every test it reaches. */
 #include "shapes.h"
+#include "text_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -370,36 +371,13 @@ int attn_shapes_parse(const char *text, const char *file, attn_shape_matrix *m, 
 }
 
 int attn_shapes_read(const char *path, attn_shape_matrix *m, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT)
-            snprintf(err, errlen, "%s: shapes file not found", path);
-        else
-            snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        return 1;
-    }
-    size_t cap = 4096, n = 0;
-    char *text = malloc(cap);
-    for (size_t got = 1; text && got;) {
-        if (n + 1 == cap) {
-            char *bigger = realloc(text, cap *= 2);
-            if (!bigger) free(text);
-            text = bigger;
-            if (!text) break;
-        }
-        got = fread(text + n, 1, cap - 1 - n, f);
-        n += got;
-    }
-    int failed = ferror(f) || !text;
-    int e = errno;
-    fclose(f);
-    if (failed) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, text ? strerror(e) : "out of memory");
-        free(text);
-        return 1;
-    }
-    text[n] = 0;
-    int bad = attn_shapes_parse(text, path, m, err, errlen);
+    char *text = NULL;
+    size_t len = 0;
+    const int e = attn_text_file_read(path, &text, &len);
+    if (e == ENOENT) return snprintf(err, errlen, "%s: shapes file not found", path), 1;
+    if (e) return snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e)), 1;
+    int bad = strlen(text) != len ? (snprintf(err, errlen, "%s: a NUL byte in the file", path), 1)
+                                  : attn_shapes_parse(text, path, m, err, errlen);
     free(text);
     return bad;
 }
