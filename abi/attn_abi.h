@@ -7,7 +7,8 @@
  * version-1 layout, and is given only version-1 problems (every version-2 field at its
  * "off" value below). Version 3 appends head_dim_pairs to attn_kernel (attn_fwd_params is
  * unchanged); a version-2 plugin (tests/abi_v2/attn_abi.h) still loads, its table read with
- * the version-2 layout.
+ * the version-2 layout. Version 4 appends total_q and total_k to attn_fwd_params (attn_kernel
+ * is unchanged): a version-3 plugin (tests/abi_v3/attn_abi.h) loads as it is.
  *
  * A problem that breaks a rule marked "invalid" below is never given to a kernel (the
  * harness checks every rule first: harness/problem.c), so a kernel may assume it holds.
@@ -23,7 +24,7 @@
 extern "C" {
 #endif
 
-#define ATTN_ABI_VERSION 3
+#define ATTN_ABI_VERSION 4
 
 typedef enum { ATTN_F16 = 0, ATTN_BF16 = 1 } attn_dtype;
 enum { ATTN_OK = 0, ATTN_UNSUPPORTED = 1 }; /* any other value: an error */
@@ -97,6 +98,12 @@ typedef struct {
     const int32_t *seqused_k;   /* NULL, or device [batch]: sequence b uses only its first
                                    seqused_k[b] keys (a KV cache's filled length);
                                    0 <= seqused_k[b] <= stored_k(b), else invalid */
+    /* ---- version 4 ---- */
+    /* The packed row counts, host copies of cu_seqlens_q[batch] and cu_seqlens_k[batch] (0
+     * when that array is NULL; another value is invalid): a caller that needs a packed
+     * tensor's shape on the host (a Python framework's tensor) has it without reading device
+     * memory, which would wait for the stream. */
+    int total_q, total_k;
 } attn_fwd_params;
 
 /* What a kernel takes beyond version 1 (attn_kernel.caps). A problem that needs a

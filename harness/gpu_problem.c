@@ -170,6 +170,8 @@ static void plan_packed(attn_gpu_problem *x) {
     x->host.cu_seqlens_k = paged || cache ? NULL : sq->cu_seqlens_k;
     x->host.block_table = sq->block_table;
     x->host.seqused_k = attn_problem_seqused(d) ? (const int32_t *)d->lens_k : NULL;
+    p->total_q = x->host.cu_seqlens_q ? x->host.cu_seqlens_q[d->nseq] : 0;
+    p->total_k = x->host.cu_seqlens_k ? x->host.cu_seqlens_k[d->nseq] : 0;
 }
 
 /* Points p at the buffers, or, before they exist, at `stand_in` (attn_problem_check only

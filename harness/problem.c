@@ -152,5 +152,13 @@ int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, cha
     if (h->cu_seqlens_k &&
         check_cu_seqlens("cu_seqlens_k", h->cu_seqlens_k, p->batch, "seqlen_k", p->seqlen_k, err, len))
         return 1;
+    const struct { const char *field; int total; const int32_t *cu; } totals[] = {
+        {"total_q", p->total_q, h->cu_seqlens_q}, {"total_k", p->total_k, h->cu_seqlens_k}};
+    for (size_t i = 0; i < sizeof totals / sizeof totals[0]; i++) {
+        const int want = totals[i].cu ? totals[i].cu[p->batch] : 0;
+        if (totals[i].total != want)
+            return fail(err, len, "%s %d, but the packed rows are %d (cu_seqlens_%c[%d]%s)", totals[i].field,
+                        totals[i].total, want, totals[i].field[6], p->batch, totals[i].cu ? "" : " is NULL: 0");
+    }
     return check_strides(p, h, err, len) || check_sequences(p, h, err, len);
 }

@@ -1,4 +1,4 @@
-/* Is an attention problem (attn_fwd_params, ABI version 3) well-formed? Checked on the host,
+/* Is an attention problem (attn_fwd_params, ABI version 4) well-formed? Checked on the host,
  * before any launch, so that a malformed test problem is reported as the test's error and
  * never blamed on the kernel. No CUDA calls. */
 #ifndef ATTN_PROBLEM_H

@@ -22,8 +22,9 @@ typedef struct {
     const int *head_dims;
 } attn_kernel_v2;
 
-/* The message of an unknown version and the conversion below are written for these three. */
-_Static_assert(ATTN_ABI_VERSION == 3, "plugin.c: update the ABI versions the loader takes");
+/* The message of an unknown version and the conversion below are written for these four:
+ * version 4 changed attn_fwd_params only, so a version-3 table is read as it is. */
+_Static_assert(ATTN_ABI_VERSION == 4, "plugin.c: update the ABI versions the loader takes");
 
 /* A version-3 pair list is read up to this many pairs; a longer one is refused. */
 enum { MAX_HEAD_DIM_PAIRS = 256 };
@@ -144,7 +145,7 @@ const attn_kernel *attn_plugin_load(const char *path, int *count, char *err, siz
         return NULL;
     }
     attn_kernel *converted = NULL;
-    if (abi < ATTN_ABI_VERSION) {
+    if (abi < 3) {
         /* the function returned an older version's table under this version's type */
         kernels = converted = convert((const void *)kernels, abi, n);
         if (!converted) {

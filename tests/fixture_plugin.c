@@ -4,8 +4,8 @@
  * the include path) and exports two kernels that take head dim 64 only; FIXTURE_V2 is built
  * against the version-2 header (tests/abi_v2) and exports two kernels whose version-2 fields
  * all differ, so that a table read with another layout shows; FIXTURE_PAIRS declares
- * version 3's head_dim_pairs; the others are broken in one way each (FIXTURE_BAD_PAIRS: a
- * pair 192x128 without ATTN_CAP_HEAD_DIM_V). */
+ * version 3's head_dim_pairs (built against the version-3 header, tests/abi_v3); the others
+ * are broken in one way each (FIXTURE_BAD_PAIRS: a pair 192x128 without ATTN_CAP_HEAD_DIM_V). */
 #include <stddef.h>
 
 #include "attn_abi.h"
@@ -40,6 +40,9 @@ static const attn_kernel table[] = {
     {"fixture_v2_b", unsupported_fwd, ATTN_CAP_WINDOW, 0, NULL},
 };
 #elif defined(FIXTURE_PAIRS)
+#if ATTN_ABI_VERSION != 3
+#error "FIXTURE_PAIRS must be built with tests/abi_v3 before kernels/ on the include path"
+#endif
 static const int pairs[] = {64, 64, 192, 128, 0};
 static const attn_kernel table[] = {{"fixture_pairs", unsupported_fwd, ATTN_CAP_HEAD_DIM_V, 0, NULL, pairs}};
 #elif defined(FIXTURE_BAD_PAIRS)

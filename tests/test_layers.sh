@@ -21,6 +21,7 @@ declare -A ALLOWED=(
   [suites]="abi reference harness baselines kernels suites"
   [tools]="abi reference harness baselines kernels tools"
   [fuzz]="abi reference harness baselines kernels tools fuzz"
+  [python]="abi kernels python"
 )
 
 allowed() { # <layer> <used layer>

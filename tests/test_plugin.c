@@ -183,7 +183,7 @@ START_TEST(not_a_library) { expect_error("ATTN_FIXTURE_NOT_ELF", "cannot be load
 END_TEST
 START_TEST(no_symbol) { expect_error("ATTN_FIXTURE_NO_SYMBOL", "has no symbol attn_plugin_kernels"); }
 END_TEST
-START_TEST(bad_abi) { expect_error("ATTN_FIXTURE_BAD_ABI", "has ABI version 99; this harness takes versions 1 to 3"); }
+START_TEST(bad_abi) { expect_error("ATTN_FIXTURE_BAD_ABI", "has ABI version 99; this harness takes versions 1 to 4"); }
 END_TEST
 START_TEST(bad_pairs) {
     expect_error("ATTN_FIXTURE_BAD_PAIRS",

@@ -208,6 +208,7 @@ static void make_full(problem *x) {
     x->p.k_batch_stride = x->p.v_batch_stride = 16 * 1024; /* the page stride */
     x->h = (attn_problem_host){x->cu_q, NULL, &x->table[0][0], x->used};
     x->p.cu_seqlens_q = x->h.cu_seqlens_q, x->p.block_table = x->h.block_table, x->p.seqused_k = x->h.seqused_k;
+    x->p.total_q = 30;
 }
 
 /* make_full's K and V packed instead of paged (cu_seqlens_k, lengths 40, 10, 30) */
@@ -215,6 +216,7 @@ static void make_packed_k(problem *x) {
     make_full(x);
     x->p.block_table = x->h.block_table = NULL;
     x->p.cu_seqlens_k = x->h.cu_seqlens_k = x->cu_k;
+    x->p.total_k = 80;
     x->p.k_batch_stride = x->p.v_batch_stride = 0; /* unused */
 }
 
@@ -256,7 +258,7 @@ static int *field(problem *x, size_t off) { return (int *)((char *)&x->p + off);
 START_TEST(problem_ints) {
 #define F(f) #f, offsetof(attn_fwd_params, f)
     const struct { const char *field; size_t off; int good, bad; const char *expect; } ints[] = {
-        {F(batch), 1, 0, "batch 0 must be >= 1"},
+        {F(batch), 1, 0, "batch 0 must be >= 1"}, /* one sequence: total_q below is its 5 rows */
         {F(heads), 2, 0, "heads 0 must be >= 1"},
         {F(seqlen_q), 16, 0, "seqlen_q 0 must be >= 1"},
         {F(seqlen_k), 40, 0, "seqlen_k 0 must be >= 1"},
@@ -279,7 +281,7 @@ START_TEST(problem_ints) {
     };
 #undef F
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        CASE(*field(&x, ints[i].off) = ints[i].good, NULL);
+        CASE((*field(&x, ints[i].off) = ints[i].good, x.p.total_q = x.cu_q[x.p.batch]), NULL);
         CASE(*field(&x, ints[i].off) = ints[i].bad, ints[i].expect);
     }
     /* a window_right > 0 is fine without causal; paged fields unused without block_table */
@@ -309,7 +311,7 @@ START_TEST(problem_pointers) {
     CASE_K(x.p.cu_seqlens_k = NULL, "cu_seqlens_k is NULL in the problem but set in the host copies");
     CASE(x.h.block_table = NULL, "block_table is set in the problem but NULL");
     CASE(x.p.seqused_k = NULL, "seqused_k is NULL in the problem but set");
-    CASE((x.p.cu_seqlens_q = NULL, x.h.cu_seqlens_q = NULL), NULL);
+    CASE((x.p.cu_seqlens_q = NULL, x.h.cu_seqlens_q = NULL, x.p.total_q = 0), NULL);
     CASE((x.p.seqused_k = NULL, x.h.seqused_k = NULL, x.p.seqlen_k = 7), NULL);
     char err[256];
     problem x;
@@ -322,12 +324,23 @@ END_TEST
 START_TEST(problem_cu_seqlens) {
     CASE(x.cu_q[0] = 1, "cu_seqlens_q[0] = 1 (must be 0)");
     CASE((x.cu_q[2] = 12, x.cu_q[3] = 10), "cu_seqlens_q[3] = 10 < cu_seqlens_q[2] = 12 (must not decrease)");
-    CASE((x.cu_q[2] = 5, x.cu_q[3] = 14), NULL); /* an empty sequence */
+    CASE((x.cu_q[2] = 5, x.cu_q[3] = 14, x.p.total_q = 14), NULL); /* an empty sequence */
     CASE(x.cu_q[2] = 22, "cu_seqlens_q[2] - cu_seqlens_q[1] = 17 > seqlen_q 16");
     CASE_K(x.cu_k[0] = -1, "cu_seqlens_k[0] = -1 (must be 0)");
     CASE_K(x.cu_k[2] = 39, "cu_seqlens_k[2] = 39 < cu_seqlens_k[1] = 40 (must not decrease)");
     CASE_K(x.cu_k[1] = 41, "cu_seqlens_k[1] - cu_seqlens_k[0] = 41 > seqlen_k 40");
     CASE(x.p.seqlen_q = 15, "= 16 > seqlen_q 15");
+}
+END_TEST
+
+/* version 4: total_q and total_k are the packed row counts, 0 when not packed */
+START_TEST(problem_totals) {
+    CASE(x.p.total_q = 29, "total_q 29, but the packed rows are 30 (cu_seqlens_q[3])");
+    CASE((x.cu_q[3] = 25, x.p.total_q = 25), NULL);
+    CASE(x.p.total_k = 80, "total_k 80, but the packed rows are 0 (cu_seqlens_k[3] is NULL: 0)");
+    CASE((x.p.cu_seqlens_q = x.h.cu_seqlens_q = NULL), "total_q 30, but the packed rows are 0");
+    CASE_K(x.p.total_k = 0, "total_k 0, but the packed rows are 80 (cu_seqlens_k[3])");
+    CASE_K(x.p.total_k = 80, NULL);
 }
 END_TEST
 
@@ -383,8 +396,9 @@ START_TEST(problem_seqused_k) {
     CASE_K(x.used[1] = 11, "seqused_k[1] = 11 is outside [0, 10]");
     CASE_K(x.used[2] = -1, "seqused_k[2] = -1 is outside [0, 30]");
     /* dense K (a KV cache): seqlen_k each */
-    CASE_K((x.p.cu_seqlens_k = x.h.cu_seqlens_k = NULL, x.used[2] = 40), NULL);
-    CASE_K((x.p.cu_seqlens_k = x.h.cu_seqlens_k = NULL, x.used[2] = 41), "seqused_k[2] = 41 is outside [0, 40]");
+    CASE_K((x.p.cu_seqlens_k = x.h.cu_seqlens_k = NULL, x.p.total_k = 0, x.used[2] = 40), NULL);
+    CASE_K((x.p.cu_seqlens_k = x.h.cu_seqlens_k = NULL, x.p.total_k = 0, x.used[2] = 41),
+           "seqused_k[2] = 41 is outside [0, 40]");
 }
 END_TEST
 
@@ -415,7 +429,8 @@ START_TEST(problem_strides) {
     CASE(x.p.k_row_stride = 0, "k_row_stride 0 with 16 rows");
     CASE(x.p.v_row_stride = 0, "v_row_stride 0 with 16 rows");
     CASE_K(x.p.k_row_stride = 0, "k_row_stride 0 with 80 rows");
-    CASE((x.cu_q[1] = x.cu_q[2] = 0, x.cu_q[3] = 1, x.p.q_row_stride = x.p.o_row_stride = 0), NULL); /* one row */
+    CASE((x.cu_q[1] = x.cu_q[2] = 0, x.cu_q[3] = x.p.total_q = 1, x.p.q_row_stride = x.p.o_row_stride = 0),
+         NULL); /* one row */
     CASE((x.p.page_size = 1, x.p.seqlen_k = 3, x.used[0] = 3, x.used[1] = 1, x.p.k_row_stride = x.p.v_row_stride = 0),
          NULL); /* pages of one row */
     /* O is never broadcast: over heads always, over the batch when Q is dense */
@@ -454,6 +469,7 @@ START_TEST(seqs_packed) {
     attn_fwd_params p = plain();
     p.batch = 4, p.seqlen_q = s.max_q, p.seqlen_k = s.max_k;
     p.cu_seqlens_q = s.cu_seqlens_q, p.cu_seqlens_k = s.cu_seqlens_k; /* stand-ins for device copies */
+    p.total_q = s.total_q, p.total_k = s.total_k;
     attn_problem_host h = {s.cu_seqlens_q, s.cu_seqlens_k, NULL, NULL};
     ck_assert_msg(!attn_problem_check(&p, &h, err, sizeof err), "%s", err);
     attn_seqs_free(&s);
@@ -511,6 +527,7 @@ int main(void) {
     tcase_add_test(tc, problem_floats);
     tcase_add_test(tc, problem_pointers);
     tcase_add_test(tc, problem_cu_seqlens);
+    tcase_add_test(tc, problem_totals);
     tcase_add_test(tc, problem_paged);
     tcase_add_test(tc, problem_paged_with_cu_seqlens_k);
     tcase_add_test(tc, problem_paged_seqlen_k);
