@@ -28,3 +28,9 @@ def raises(p):
 @ab.kernel(name="probe_unsupported", tensors="raw")
 def unsupported(p):
     raise ab.Unsupported("probe says no")
+
+
+@ab.kernel(name="probe_noop")
+def noop(p):
+    """Does nothing, through the whole torch path (tensor views, the stream current): what the
+    bridge itself costs per call (tools/call_overhead.c)."""
