@@ -9,7 +9,7 @@
 # Committed results (results/README.md, retention), at most 300 KB per run:
 #   results/<gpu>/benchmarks/<date>-<commit>.json[.gz]  the run's results, compact (gzip over 150 KB)
 #   results/<gpu>/nightly/<date>-<commit>-{report.md,compare.md,correctness.summary.txt,
-#                                          roofline.png,speedup.png}
+#                                          roofline.png,speedup.png,peers-<kernel>.md}
 #   results/INDEX.md                                     regenerated
 # and the plots of this GPU's earlier nightlies are removed (scripts/report.py draws them again).
 # verdict.md (in the artifacts; on the run's page through $GITHUB_STEP_SUMMARY when set): the
@@ -27,8 +27,12 @@ build=${ATTN_BUILD_DIR:-$ATTN_ROOT/build-nightly}
 results=$ATTN_ROOT/results
 art=${ATTN_ARTIFACTS:-$build/artifacts}
 py() { python3 "$ATTN_ROOT/scripts/$1.py" "${@:2}"; }
-echo "== configure and build in $build"
-attn_configure_build "$build" || exit 2
+# The Python kernels (python/README.md) run beside the built-ins where torch is installed:
+# ATTN_PYTHON_KERNELS (default python/kernels/nightly.txt; empty: none).
+pyk=${ATTN_PYTHON_KERNELS-$ATTN_ROOT/python/kernels/nightly.txt}
+python3 -c "import torch" 2>/dev/null || pyk=""
+echo "== configure and build in $build${pyk:+ (Python kernels: $pyk)}"
+attn_configure_build "$build" "-DATTN_PYTHON_KERNELS=$pyk" || exit 2
 mkdir -p "$art"
 stamp=$(mktemp)
 echo "== correctness, the version-2 features' full cross product (label features_full), long sequences (label long)"
@@ -87,12 +91,20 @@ fi
 py results db --db "$build/results.sqlite" >/dev/null
 py report "$new" ${prev:+--previous "$prev"} --junit "$art/correctness.junit.xml" \
    --history "$build/results.sqlite" --out "$art/report" || exit 2
+# the built-in kernels beside the Python kernels of the same run (the same timer, one run)
+peers=$(ls "$build"/python/libattn_py_*.so 2>/dev/null | sed 's|.*/libattn_py_||; s|\.so$||' | paste -sd, -)
+if [ -n "$peers" ]; then
+  for k in hopper flash2; do
+    py peer_table "$new" "$new" --kernel "$k" --backends "$peers" >"$art/report/peers-$k.md" 2>&1 ||
+      echo "nightly: no peer table for $k ($art/report/peers-$k.md)"
+  done
+fi
 echo "== committed results (results/README.md): compact (gzip over 150 KB), at most 300 KB"
 py results compact --gzip "$new" >/dev/null || exit 2
 [ -f "$new.gz" ] && new=$new.gz
 mkdir -p "$nightly"
 rm -f "$nightly"/*.png  # retention: only the latest nightly's plots are kept
-for f in report.md compare.md roofline.png speedup.png; do
+for f in report.md compare.md roofline.png speedup.png peers-hopper.md peers-flash2.md; do
   [ -f "$art/report/$f" ] && cp "$art/report/$f" "$nightly/$run-$f"
 done
 cp "$art/correctness.summary.txt" "$nightly/$run-correctness.summary.txt"

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Puts a kernel's benchmark results beside PyTorch's SDPA backends (scripts/peers.py output)
-as a Markdown table, one row per shape: our TFLOP/s, each backend's, our speedup over each
-(their median time / ours), and our roofline efficiency. Then checks the built-in kernel's
-targets: at S >= 512 at least 1.0x torch_flash; at S <= 32 at least 2x the best backend and
-60 % of the roofline. Exit status = number of missed targets (--check), else 0.
+"""Puts a kernel's benchmark results beside its peers' as a Markdown table, one row per shape:
+our TFLOP/s, each peer's, our speedup over each (their median time / ours), and our roofline
+efficiency. Peers: PyTorch's SDPA backends timed by scripts/peers.py (the default --backends),
+or any kernels of a benchmark run, e.g. the Python kernels the bridge ran in the same run
+(--backends sdpa_flash,sdpa_cudnn,flex with the run's own results file as PEERS.json). Then
+checks the built-in kernel's targets: at S >= 512 at least 1.0x the first backend (PyTorch's
+FlashAttention-2 backend); at S <= 32 at least 2x the best backend and 60 % of the roofline.
+Exit status = number of missed targets (--check), else 0.
 
-    scripts/peer_table.py OURS.json PEERS.json [PEERS-2.json ...] [--kernel flash2] [--check]
+    scripts/peer_table.py OURS.json PEERS.json [PEERS-2.json ...] [--kernel flash2]
+                          [--backends a,b,...] [--check]
 """
 import argparse
 import sys
@@ -29,8 +33,13 @@ def main():
     ap.add_argument("ours")
     ap.add_argument("peers", nargs="+")
     ap.add_argument("--kernel", default="flash2")
+    ap.add_argument("--backends", default=",".join(BACKENDS),
+                    help="the peer kernels, by the name their results carry (default: %(default)s)")
     ap.add_argument("--check", action="store_true", help="exit status = number of missed targets")
     a = ap.parse_args()
+    backends = [b for b in a.backends.split(",") if b]
+    if not backends:
+        sys.exit("peer_table: --backends names no kernel")
 
     # a timed test's shape and TFLOP/s (a table row, or a backend's cell of one)
     timed = {"kernel_timing": ["dtype", "head_dim", "causal", "seqlen_q", "seqlen_k", "tflops",
@@ -58,8 +67,9 @@ def main():
     run = ours_doc["run"]
     print(f"{a.kernel} at {run['commit']} on {run['gpu']['name']}, {run['date']}; "
           f"peers: {', '.join(a.peers)}\n")
-    head = ["shape", f"{a.kernel} TFLOP/s"] + [f"{b[6:]} TFLOP/s" for b in BACKENDS] + \
-           [f"x {b[6:]}" for b in BACKENDS] + ["x best", "roofline"]
+    short = [b[6:] if b.startswith("torch_") else b for b in backends]
+    head = ["shape", f"{a.kernel} TFLOP/s"] + [f"{b} TFLOP/s" for b in short] + \
+           [f"x {b}" for b in short] + ["x best", "roofline"]
     print("| " + " | ".join(head) + " |")
     print("| --- |" + " ---: |" * (len(head) - 1))
     missed = []
@@ -67,7 +77,7 @@ def main():
         t = ours[key]
         ms = median_ms(t)
         tf, ratio = [], []
-        for b in BACKENDS:
+        for b in backends:
             p = peers.get((b,) + key)
             tf.append(f"{p['tflops']:.1f}" if p else "n/a")
             ratio.append(median_ms(p) / ms if p else None)
@@ -81,7 +91,7 @@ def main():
         print("| " + " | ".join(cells) + " |")
         if s >= 512:
             if ratio[0] is None or ratio[0] < 1.0:
-                missed.append(f"{name}: {ratio[0] and round(ratio[0], 3)}x torch_flash (target 1.0x)")
+                missed.append(f"{name}: {ratio[0] and round(ratio[0], 3)}x {backends[0]} (target 1.0x)")
         elif s <= 32:
             if best is None or best < 2.0:
                 missed.append(f"{name}: {best and round(best, 3)}x the best backend (target 2x)")
