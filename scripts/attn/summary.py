@@ -2,7 +2,11 @@
 """Summarizes a CTest JUnit file: counts, why tests were skipped, which checks failed, and
 which GPUs ran the tests (the "GPU <n>: ..." line each correctness test prints).
 
-    scripts/summary.py build/junit-correctness.xml [--require-gpu]
+    scripts/summary.py build/junit-correctness.xml [--require-gpu] [--by-kernel]
+
+--by-kernel adds a Markdown table: a row per kernel, a column per label (the test name's first
+part; sanitize/<tool> for the sanitizers), each cell its cases "passed / not supported /
+failed" (a test without CASE lines counts as one case).
 
 When no test ran on a GPU (every one skipped, or only host-side tests and fixtures), the last
 line says so in capitals; with --require-gpu (GPU CI runners) that is a failure: exit status 3.
@@ -12,7 +16,7 @@ import collections
 import re
 import sys
 
-from attn.schema import junit_cases, load_junit
+from attn.schema import CASE_LINE, CASE_WORDS, junit_cases, load_junit
 
 CHECK_FAILED = re.compile(r"check '(\w+)' failed\n(?:  shape:.*\n)?(?:  seed:.*\n)?(.*)")
 SKIP_REASON = re.compile(r"^(SKIPPED: .*|NOT SUPPORTED.*)$", re.M)
@@ -23,6 +27,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="summary.py", description=__doc__.strip().splitlines()[0])
     ap.add_argument("junit", help="a CTest JUnit file (ctest --output-junit)")
     ap.add_argument("--require-gpu", action="store_true", help="exit 3 when no test ran on a GPU")
+    ap.add_argument("--by-kernel", action="store_true", help="a table of cases per kernel and label")
     args = ap.parse_args(argv)
     path = args.junit
     root = load_junit(path, "summary")
@@ -73,12 +78,44 @@ def main(argv=None):
         if check_failures:
             print("  failures per check: " +
                   ", ".join(f"{c} {n}" for c, n in check_failures.most_common()))
+    if args.by_kernel:
+        by_kernel_table(root)
     if not gpu_tests:
         print(f"NO GPU TEST RAN: none of the {total} tests ran on a GPU (skipped, or host-side only): "
               "these results say nothing about the kernels" +
               (" (--require-gpu: failing)" if args.require_gpu else "; ATTN_REQUIRE_GPU=1 makes this a failure"))
         return 3 if args.require_gpu else 0
     return 0
+
+
+def by_kernel_table(root):
+    """Cases per kernel and label: passed / not supported / failed."""
+    cells = collections.defaultdict(collections.Counter)
+    labels, kernels = [], []
+    for tc in root.iter("testcase"):
+        parts = (tc.get("name") or "").split("/")
+        n = 2 if parts[0] == "sanitize" else 1
+        if len(parts) <= n:
+            continue
+        label, kernel = "/".join(parts[:n]), parts[n]
+        labels += [label] if label not in labels else []
+        kernels += [kernel] if kernel not in kernels else []
+        verdicts = [CASE_WORDS[v] for _, v in CASE_LINE.findall(tc.findtext("system-out") or "")]
+        if not verdicts:  # a test without cases: its own outcome
+            skipped = tc.find("skipped") is not None or tc.get("status") in ("notrun", "disabled")
+            failed = tc.find("failure") is not None or tc.get("status") == "fail"
+            verdicts = ["failed" if failed else "not supported" if skipped else "passed"]
+        cells[(kernel, label)].update(verdicts)
+    print("\n| kernel | " + " | ".join(labels) + " |")
+    print("| --- |" + " --- |" * len(labels))
+    for k in kernels:
+        row = []
+        for label in labels:
+            c = cells.get((k, label))
+            row.append(f"{c['passed']} / {c['not supported'] + c['skipped']} / {c['failed'] + c['not run']}"
+                       if c else "")
+        print(f"| {k} | " + " | ".join(row) + " |")
+    print("\ncells: cases passed / not supported (or skipped) / failed (or not run)")
 
 
 if __name__ == "__main__":
