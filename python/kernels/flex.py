@@ -8,6 +8,7 @@ all its rows, Q as (1, H, total_q, D), with a document mask built from cu_seqlen
 Paged K/V is not declared: Flex reads dense K/V only.
 """
 import torch
+import torch.fx.experimental._config as fx_config
 from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, flex_attention
 
 import attn_bridge as ab
@@ -23,6 +24,7 @@ except ImportError:  # imported as a top-level module from python/kernels/
 torch._dynamo.config.recompile_limit = 1 << 12
 torch._dynamo.config.accumulated_recompile_limit = 1 << 16
 torch._dynamo.config.fail_on_recompile_limit_hit = True
+fx_config.use_duck_shape = False  # seqlen_q == seqlen_k is no special case
 _flex = torch.compile(flex_attention, dynamic=True)
 
 
@@ -87,6 +89,7 @@ def _run(p, q, k, v, block_mask):
 
 @ab.kernel(name="flex", caps={"gqa", "window", "softcap", "head_dim_v", "varlen", "seqused_k"},
            head_dim_pairs=((64, 64), (96, 96), (128, 128), (256, 256), (192, 128)))
+@torch.no_grad()  # else Flex also writes an LSE nobody asked for, for a backward
 def flex(p):
     if not (p.q_packed or p.k_packed or p.seqused_k is not None):
         block_mask = None

@@ -47,6 +47,7 @@ def _dense_bias(p):
 # bottom-right. No softcap (the op passes 0), no block table, V's head dim must equal Q's.
 @ab.kernel(name="sdpa_flash", caps={"gqa", "window", "varlen", "seqused_k"},
            head_dims=(64, 96, 128, 256))
+@torch.no_grad()
 def sdpa_flash(p):
     kw = dict(scale=p.softmax_scale, window_size_left=p.window_left, window_size_right=p.window_right)
     if not (p.q_packed or p.k_packed or p.seqused_k is not None):
@@ -73,6 +74,7 @@ def sdpa_flash(p):
 # as query heads (SDPA's front end would copy K/V for GQA).
 @ab.kernel(name="sdpa_efficient", caps={"window", "head_dim_v"},
            head_dim_pairs=((64, 64), (96, 96), (128, 128), (256, 256), (192, 128)))
+@torch.no_grad()
 def sdpa_efficient(p):
     bias, mask_type = None, 0
     if _window_masked(p):
@@ -96,6 +98,7 @@ def _bhsd(p):
 # bias for windows and for causal with seqlen_q != seqlen_k (its is_causal is top-left).
 # Same KV heads as query heads, head_dim_v = head_dim, dense batches.
 @ab.kernel(name="sdpa_cudnn", caps={"window"}, head_dims=(64, 96, 128))
+@torch.no_grad()
 def sdpa_cudnn(p):
     q, k, v = _bhsd(p)
     bias, causal = None, False
@@ -127,6 +130,7 @@ def _lse_fp32(p, q, k, mask):
 # to float32 unless allow_fp16_bf16_reduction_math_sdp is set). Masks as a boolean attn_mask;
 # GQA through enable_gqa; any head dims.
 @ab.kernel(name="sdpa_math", caps={"gqa", "window", "head_dim_v"})
+@torch.no_grad()
 def sdpa_math(p):
     q, k, v = _bhsd(p)
     mask = None
