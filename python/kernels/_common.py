@@ -109,26 +109,3 @@ def doc_ids(cu_seqlens, total):
     rows = torch.arange(total, dtype=torch.int32, device=cu_seqlens.device)
     return torch.searchsorted(cu_seqlens[1:].contiguous(), rows, right=True).to(torch.int32)
 
-
-class PackedRows:
-    """A packed batch's bookkeeping on the device (sequence b's queries are rows cu_q[b] ..
-    cu_q[b+1]-1 of the packed Q, its keys rows cu_k[b] .. of the packed K), for kernels that
-    see the batch as one long sequence with a document mask."""
-
-    def __init__(self, p, cu_q, cu_k, total_q, total_k):
-        self.cu_q, self.cu_k = cu_q, cu_k
-        self.q_doc, self.k_doc = doc_ids(cu_q, total_q), doc_ids(cu_k, total_k)
-        q_len = cu_q[1:] - cu_q[:-1]
-        self.used = p.seqused_k if p.seqused_k is not None else cu_k[1:] - cu_k[:-1]
-        self.diag = self.used - q_len  # the bottom-right diagonal of each sequence
-        self.left, self.right = window_of(p)
-
-    def empty_rows(self):
-        """(total_q,) bool: the rows that see no key. Row i of sequence b sees keys
-        [i + diag - left, i + diag + right] within [0, used)."""
-        doc = self.q_doc
-        i = torch.arange(doc.shape[0], device=doc.device, dtype=torch.int32) - self.cu_q[doc]
-        used, centre = self.used[doc], i + self.diag[doc]
-        lo = torch.clamp(centre - self.left, min=0) if self.left >= 0 else torch.zeros_like(used)
-        hi = torch.minimum(centre + self.right, used - 1) if self.right >= 0 else used - 1
-        return hi < lo

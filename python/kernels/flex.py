@@ -56,6 +56,20 @@ def _dense_block_mask(left, right, sq, sk, device):
 _dense_masks = cm.DenseMaskCache(_dense_block_mask)
 
 
+class PackedRows:
+    """A packed batch's bookkeeping on the device (sequence b's queries are rows cu_q[b] ..
+    cu_q[b+1]-1 of the packed Q, its keys rows cu_k[b] .. of the packed K), for kernels that
+    see the batch as one long sequence with a document mask."""
+
+    def __init__(self, p, cu_q, cu_k, total_q, total_k):
+        self.cu_q, self.cu_k = cu_q, cu_k
+        self.q_doc, self.k_doc = cm.doc_ids(cu_q, total_q), cm.doc_ids(cu_k, total_k)
+        q_len = cu_q[1:] - cu_q[:-1]
+        self.used = p.seqused_k if p.seqused_k is not None else cu_k[1:] - cu_k[:-1]
+        self.diag = self.used - q_len  # the bottom-right diagonal of each sequence
+        self.left, self.right = cm.window_of(p)
+
+
 def _document_mod(rows):
     """The packed batch's mask: same sequence, key within the used ones, inside the window
     around that sequence's own bottom-right diagonal."""
@@ -100,23 +114,20 @@ def flex(p):
         p.o.copy_(out.transpose(1, 2))
         if lse is not None:
             p.lse.copy_(lse)
-        cm.zero_empty_rows_dense(p, p.o, p.lse)
         return
 
     q, cu_q = cm.as_packed(p.q, p.cu_seqlens_q, p.batch, p.seqlen_q)
     k, cu_k = cm.as_packed(p.k, p.cu_seqlens_k, p.batch, p.seqlen_k)
     v, _ = cm.as_packed(p.v, p.cu_seqlens_k, p.batch, p.seqlen_k)
-    rows = cm.PackedRows(p, cu_q, cu_k, q.shape[0], k.shape[0])
+    rows = PackedRows(p, cu_q, cu_k, q.shape[0], k.shape[0])
     # create_block_mask evaluates the mask on the device (vmap, sums, argsort): no host sync
     block_mask = create_block_mask(_document_mod(rows), None, None, q.shape[0], k.shape[0],
                                    device=q.device)
     out, lse = _run(p, q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2),
                     v.unsqueeze(0).transpose(1, 2), block_mask)
+    # A row that sees no key is Flex's own business (it defines O = 0 and LSE = -inf there).
     out = out[0].transpose(0, 1)  # (total_q, H, Dv)
-    empty = rows.empty_rows()
-    out = out.masked_fill(empty[:, None, None], 0)
-    if lse is not None:
-        lse = lse[0].masked_fill(empty[None, :], float("-inf"))  # (H, total_q)
+    lse = None if lse is None else lse[0]  # (H, total_q)
     if not p.q_packed:  # back to the dense layouts of Q, O and the LSE
         out = out.view(p.batch, p.seqlen_q, p.heads, out.shape[-1])
         lse = None if lse is None else lse.view(p.heads, p.batch, p.seqlen_q).transpose(0, 1)
