@@ -8,6 +8,7 @@ V head dim of its own. Its paged path wants seqused_k (filled here with seqlen_k
 problem has none) and reads seqused_k only with a block table: a packed or dense K with
 seqused_k is not supported.
 """
+import importlib.util
 import os
 
 import torch
@@ -18,6 +19,12 @@ try:
     from . import _common as cm
 except ImportError:  # imported as a top-level module from python/kernels/
     import _common as cm
+
+# flag_gems is imported on the first call (its import needs a GPU); where it is not installed
+# at all, the configure step is told so now, and skips this kernel's tests with the reason.
+if importlib.util.find_spec("flag_gems") is None:
+    raise ModuleNotFoundError("No module named 'flag_gems' (python/kernels/README.md: its wheels)",
+                              name="flag_gems")
 
 _gems = None
 
