@@ -28,28 +28,40 @@ fx_config.use_duck_shape = False  # seqlen_q == seqlen_k is no special case
 _flex = torch.compile(flex_attention, dynamic=True)
 
 
-def _softcap_mod(cap):
+# The hooks' numbers (softcap, window edges, the diagonal) are device scalars, not Python
+# numbers: under dynamic shapes a Python number becomes a symbol that the compiled hook reads
+# back with .item() (aten._local_scalar_dense), which Flex's template cannot take; a tensor the
+# hook closes over is an input of the compiled kernel instead (and a new value no recompile).
+def _scalar(x, dtype, device):
+    return torch.full((), x, dtype=dtype, device=device)  # a fill, no host copy
+
+
+def _softcap_mod(cap, device):
+    cap = _scalar(cap, torch.float32, device)
+
     def softcap(score, b, h, q_idx, kv_idx):
         return cap * torch.tanh(score / cap)
     return softcap
 
 
 def _window_mod(left, right, diag):
-    """The ABI's mask for a dense batch: d = kv_idx - (q_idx + diag), -left <= d <= right.
-    diag (seqlen_k - seqlen_q) is a device scalar, not a Python int, so that a new length does
-    not specialize the compiled kernel."""
+    """The ABI's mask for a dense batch: d = kv_idx - (q_idx + diag), -left <= d <= right
+    (-1: that side unbounded; which sides are bounded is the hook's shape, the edges are data)."""
+    has_left, has_right = left >= 0, right >= 0
+    left, right = (_scalar(x, torch.int32, diag.device) for x in (left, right))
+
     def window(b, h, q_idx, kv_idx):
         d = kv_idx - (q_idx + diag)
-        if left >= 0 and right >= 0:
+        if has_left and has_right:
             return (d >= -left) & (d <= right)
-        if left >= 0:
+        if has_left:
             return d >= -left
         return d <= right
     return window
 
 
 def _dense_block_mask(left, right, sq, sk, device):
-    diag = torch.full((), sk - sq, dtype=torch.int32, device=device)  # a fill, no host copy
+    diag = _scalar(sk - sq, torch.int32, device)
     return create_block_mask(_window_mod(left, right, diag), None, None, sq, sk, device=device)
 
 
@@ -74,16 +86,18 @@ def _document_mod(rows):
     """The packed batch's mask: same sequence, key within the used ones, inside the window
     around that sequence's own bottom-right diagonal."""
     q_doc, k_doc, cu_q, cu_k = rows.q_doc, rows.k_doc, rows.cu_q, rows.cu_k
-    used, diag, left, right = rows.used, rows.diag, rows.left, rows.right
+    used, diag = rows.used, rows.diag
+    has_left, has_right = rows.left >= 0, rows.right >= 0
+    left, right = (_scalar(x, torch.int32, cu_q.device) for x in (rows.left, rows.right))
 
     def document(b, h, q_idx, kv_idx):
         dq, dk = q_doc[q_idx], k_doc[kv_idx]
         j = kv_idx - cu_k[dk]
         d = j - (q_idx - cu_q[dq] + diag[dq])
         vis = (dq == dk) & (j < used[dk])
-        if left >= 0:
+        if has_left:
             vis = vis & (d >= -left)
-        if right >= 0:
+        if has_right:
             vis = vis & (d <= right)
         return vis
     return document
@@ -91,7 +105,7 @@ def _document_mod(rows):
 
 def _run(p, q, k, v, block_mask):
     """flex_attention on (B, H, S, D) views: (O as (B, H, S, Dv), natural-log LSE or None)."""
-    score_mod = _softcap_mod(p.softcap) if p.softcap > 0 else None
+    score_mod = _softcap_mod(p.softcap, q.device) if p.softcap > 0 else None
     aux = AuxRequest(lse=True) if p.lse is not None else None
     res = _flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=p.softmax_scale,
                 enable_gqa=p.heads_k != p.heads, return_aux=aux)

@@ -77,7 +77,9 @@ def sdpa_flash(p):
 @torch.no_grad()
 def sdpa_efficient(p):
     bias, mask_type = None, 0
-    if _window_masked(p):
+    # its bottom-right causal (mask type 2) gives rows past the first key wrong values when
+    # seqlen_q > seqlen_k (quick_check "causal q>k"): that mask goes in as a bias instead
+    if _window_masked(p) or (p.causal and p.seqlen_q > p.seqlen_k):
         bias = _dense_bias(p)
     elif p.causal:
         mask_type = 2  # CausalFromBottomRight
