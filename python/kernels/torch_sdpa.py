@@ -19,6 +19,7 @@ except ImportError:  # imported as a top-level module from python/kernels/
 
 _aten = torch.ops.aten
 _INF = float("inf")
+_MATH_MAX_SCORE_BYTES = 2 << 30
 
 
 def _window_masked(p):
@@ -77,9 +78,7 @@ def sdpa_flash(p):
 @torch.no_grad()
 def sdpa_efficient(p):
     bias, mask_type = None, 0
-    # its bottom-right causal (mask type 2) gives rows past the first key wrong values when
-    # seqlen_q > seqlen_k (quick_check "causal q>k"): that mask goes in as a bias instead
-    if _window_masked(p) or (p.causal and p.seqlen_q > p.seqlen_k):
+    if _window_masked(p):
         bias = _dense_bias(p)
     elif p.causal:
         mask_type = 2  # CausalFromBottomRight
@@ -134,6 +133,13 @@ def _lse_fp32(p, q, k, mask):
 @ab.kernel(name="sdpa_math", caps={"gqa", "window", "head_dim_v"})
 @torch.no_grad()
 def sdpa_math(p):
+    # it materializes the scores (float32, B x H x Sq x Sk) and their softmax: beyond a few GiB
+    # this backend is not meant to run, and says so rather than running out of memory
+    scores = p.batch * p.heads * p.seqlen_q * p.seqlen_k * 4
+    if scores > _MATH_MAX_SCORE_BYTES:
+        raise ab.Unsupported(f"the math backend would materialize {scores / 2**30:.1f} GiB of scores "
+                             f"(batch {p.batch} x heads {p.heads} x {p.seqlen_q} x {p.seqlen_k} float32; "
+                             f"this adapter's limit {_MATH_MAX_SCORE_BYTES / 2**30:.0f} GiB)")
     q, k, v = _bhsd(p)
     mask = None
     if cm.is_masked(p):

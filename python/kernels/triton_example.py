@@ -19,9 +19,9 @@ def _attn_fwd(Q, K, V, O, LSE, scale_log2, seqlen_q, seqlen_k, heads, groups,
               sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som, slb, slh,
               CAUSAL: tl.constexpr, WRITE_LSE: tl.constexpr, D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    start_m = tl.program_id(0)
-    b = tl.program_id(1) // heads
-    h = tl.program_id(1) % heads
+    b = tl.program_id(0) // heads  # batch x heads on the grid's x axis: y and z stop at 65,535
+    h = tl.program_id(0) % heads
+    start_m = tl.program_id(1)
     hk = h // groups  # grouped KV heads: query head h reads KV head h // (heads / heads_k)
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
@@ -72,7 +72,7 @@ def triton_example(p):
     block_m, block_n = 64, 64
     lse = p.lse if p.lse is not None else p.o  # not read when WRITE_LSE is off
     lse_strides = (p.lse.stride(0), p.lse.stride(1)) if p.lse is not None else (0, 0)
-    grid = (triton.cdiv(p.seqlen_q, block_m), p.batch * p.heads)
+    grid = (p.batch * p.heads, triton.cdiv(p.seqlen_q, block_m))
     _attn_fwd[grid](p.q, p.k, p.v, p.o, lse, p.softmax_scale * LOG2E, p.seqlen_q, p.seqlen_k,
                     p.heads, p.heads // p.heads_k, *_bhs(p.q), *_bhs(p.k), *_bhs(p.v), *_bhs(p.o),
                     *lse_strides, CAUSAL=p.causal, WRITE_LSE=p.lse is not None, D=p.head_dim,
