@@ -167,7 +167,7 @@ static cudaError_t output_view(bench *bm, attn_fwd_params *view) {
     *view = x->p;
     if (!x->p.cu_seqlens_q) return cudaSuccess;
     const int64_t S = x->p.seqlen_q, H = bm->heads, D = bm->head_dim;
-    view->cu_seqlens_q = NULL, view->o = x->o_dense;
+    view->cu_seqlens_q = NULL, view->total_q = 0, view->o = x->o_dense;
     view->o_row_stride = D, view->o_head_stride = S * D, view->o_batch_stride = H * S * D;
     return attn_unpack_rows(x->p.o, bm->dtype, x->cu_q, bm->nseq, bm->heads, (int)S, bm->head_dim,
                             x->p.o_row_stride, x->p.o_head_stride, x->o_dense, x->g, x->r, bm->stream);
