@@ -2,9 +2,11 @@
 harness kernel: the flash_attention_forward that FlagGems substitutes for aten's, and the
 vLLM-style flash_attn_varlen_func for packed and paged batches.
 
-FlagGems keeps FlashAttention-2's interface and semantics (bottom-right causal and windows, KV
-heads dividing the query heads, softcap, +inf as the LSE of a row that sees no key). It takes no
-V head dim of its own. Its paged path wants seqused_k (filled here with seqlen_k when the
+FlagGems keeps FlashAttention-2's interface (bottom-right causal and windows, KV heads dividing
+the query heads, softcap, +inf as the LSE of a row that sees no key) but not all of its
+behaviour: on the H100 the harness found it wrong with padded K/V rows, causal with fewer
+queries than keys, long sequences and tensors over 2^31 elements (python/kernels/README.md). It
+takes no V head dim of its own. Its paged path wants seqused_k (filled here with seqlen_k when the
 problem has none) and reads seqused_k only with a block table: a packed or dense K with
 seqused_k is not supported.
 """
