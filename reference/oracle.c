@@ -113,3 +113,84 @@ int attn_oracle_forward(const attn_oracle_problem *pr, const float *q, const flo
     }
     return 0;
 }
+
+/* One query row's backward (the visible keys [lo, hi], their max score m and sum l): with
+ * p_j = exp(s_j - m) / l, dP_j = dout . v_j and D = sum_j p_j dP_j, dv_j += p_j dout and
+ * dS_j = p_j (dP_j - D), through the softcap's derivative and the scale into dq_i and dk_j. */
+typedef struct {
+    const float *qi, *kh, *vh;
+    const double *douti;
+    double *dqi, *dkh, *dvh;
+    long long lo, hi;
+    double m, l;
+} oracle_row;
+
+static void backward_row(const attn_oracle_problem *pr, const oracle_row *r, size_t D, size_t DV)
+{
+    double dsum = 0.0; /* D = sum_j p_j dP_j */
+    for (long long j = r->lo; j <= r->hi; j++) {
+        const double p = exp(score(r->qi, r->kh + (size_t)j * D, pr->head_dim, pr->softmax_scale,
+                                   pr->softcap) - r->m) / r->l;
+        double dp = 0.0;
+        for (size_t c = 0; c < DV; c++) dp += r->douti[c] * (double)r->vh[(size_t)j * DV + c];
+        dsum += p * dp;
+    }
+    for (long long j = r->lo; j <= r->hi; j++) {
+        const float *kj = r->kh + (size_t)j * D, *vj = r->vh + (size_t)j * DV;
+        const double s = score(r->qi, kj, pr->head_dim, pr->softmax_scale, pr->softcap);
+        const double p = exp(s - r->m) / r->l;
+        double dp = 0.0;
+        for (size_t c = 0; c < DV; c++) {
+            dp += r->douti[c] * (double)vj[c];
+            r->dvh[(size_t)j * DV + c] += p * r->douti[c];
+        }
+        double ds = p * (dp - dsum);
+        if (pr->softcap > 0) ds *= 1.0 - (s / pr->softcap) * (s / pr->softcap);
+        ds *= pr->softmax_scale;
+        for (size_t c = 0; c < D; c++) {
+            r->dqi[c] += ds * (double)kj[c];
+            r->dkh[(size_t)j * D + c] += ds * (double)r->qi[c];
+        }
+    }
+}
+
+int attn_oracle_backward(const attn_oracle_problem *pr, const float *q, const float *k,
+                         const float *v, const double *dout, double *dq, double *dk, double *dv)
+{
+    if (attn_oracle_check(pr, NULL, 0)) return 1;
+    const int group = pr->heads / pr->heads_k;
+    const size_t D = (size_t)pr->head_dim;
+    const size_t DV = (size_t)(pr->head_dim_v > 0 ? pr->head_dim_v : pr->head_dim);
+    const size_t SQ = (size_t)pr->max_seqlen_q, SK = (size_t)pr->max_seqlen_k;
+    const size_t B = (size_t)pr->batch, H = (size_t)pr->heads, HK = (size_t)pr->heads_k;
+    for (size_t e = 0; e < B * H * SQ * D; e++) dq[e] = 0.0;
+    for (size_t e = 0; e < B * HK * SK * D; e++) dk[e] = 0.0;
+    for (size_t e = 0; e < B * HK * SK * DV; e++) dv[e] = 0.0;
+    const long long R = pr->causal ? 0 : pr->window_right, L = pr->window_left;
+    for (size_t b = 0; b < B; b++) {
+        const long long sq = pr->seqlen_q[b], sk = pr->seqlen_k[b];
+        for (size_t h = 0; h < H; h++) {
+            const size_t bh = b * H + h, bhk = b * HK + h / (size_t)group;
+            oracle_row r = {.kh = k + bhk * SK * D, .vh = v + bhk * SK * DV, .dkh = dk + bhk * SK * D,
+                            .dvh = dv + bhk * SK * DV};
+            for (long long i = 0; i < sq; i++) {
+                const long long diag = i + sk - sq; /* as attn_oracle_forward */
+                r.lo = L < 0 ? 0 : diag - L, r.hi = R < 0 ? sk - 1 : diag + R;
+                if (r.lo < 0) r.lo = 0;
+                if (r.hi > sk - 1) r.hi = sk - 1;
+                if (r.lo > r.hi) continue; /* sees no key: o is 0 whatever q, k, v are */
+                r.qi = q + (bh * SQ + (size_t)i) * D, r.dqi = dq + (bh * SQ + (size_t)i) * D;
+                r.douti = dout + (bh * SQ + (size_t)i) * DV;
+                r.m = -INFINITY, r.l = 0.0;
+                for (long long j = r.lo; j <= r.hi; j++) {
+                    const double s = score(r.qi, r.kh + (size_t)j * D, pr->head_dim, pr->softmax_scale, pr->softcap);
+                    if (s > r.m) r.m = s;
+                }
+                for (long long j = r.lo; j <= r.hi; j++)
+                    r.l += exp(score(r.qi, r.kh + (size_t)j * D, pr->head_dim, pr->softmax_scale, pr->softcap) - r.m);
+                backward_row(pr, &r, D, DV);
+            }
+        }
+    }
+    return 0;
+}

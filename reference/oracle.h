@@ -40,6 +40,16 @@ int attn_oracle_check(const attn_oracle_problem *pr, char *err, size_t len);
 int attn_oracle_forward(const attn_oracle_problem *pr, const float *q, const float *k,
                         const float *v, double *o, double *lse);
 
+/* The backward pass of attn_oracle_forward: the gradients of sum(o * dout) with respect to q,
+ * k and v, in float64, for every feature above. dout is laid out as o, dq as q, dk as k, dv as
+ * v; a KV head's dk and dv sum over the query heads that read it (GQA); the softcap's
+ * derivative 1 - (s / softcap)^2 is applied before the scale. Rows i >= seqlen_q[b] of dout
+ * are not read, rows past the lengths of dq, dk and dv are zero, and a query row that sees no
+ * key contributes nothing. Returns 0, or 1 when attn_oracle_check refuses pr (nothing is
+ * written). */
+int attn_oracle_backward(const attn_oracle_problem *pr, const float *q, const float *k,
+                         const float *v, const double *dout, double *dq, double *dk, double *dv);
+
 #ifdef __cplusplus
 }
 #endif

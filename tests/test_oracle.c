@@ -527,6 +527,130 @@ START_TEST(features_combined) {
 }
 END_TEST
 
+/* ---- the backward pass (issue #28): gradients against central differences ---- */
+
+enum { G_MAX = 2 * 4 * 9 * 5 }; /* the largest array below: batch 2, heads 4, 9 rows, 5 columns */
+
+/* sum(o * dout) over the rows that exist, o from the forward in float64 */
+static double loss(const attn_oracle_problem *p, const float *q, const float *k, const float *v,
+                   const double *dout) {
+    double o[G_MAX], sum = 0;
+    const int dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+    ck_assert_int_eq(attn_oracle_forward(p, q, k, v, o, NULL), 0);
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads; h++)
+            for (int i = 0; i < p->seqlen_q[b]; i++)
+                for (int c = 0; c < dv; c++) {
+                    const size_t e = (((size_t)b * p->heads + h) * p->max_seqlen_q + i) * dv + c;
+                    sum += o[e] * dout[e];
+                }
+    return sum;
+}
+
+/* Each element of x moved by +-2^-10 (exact in float for these values): the central
+ * difference of the loss against the analytic gradient g; rows past the lengths are 0 in g. */
+static void check_gradient(const char *what, const attn_oracle_problem *p, float *x, size_t n, const double *g,
+                           const float *q, const float *k, const float *v, const double *dout) {
+    const float h = 1.0f / 1024;
+    double worst = 0, scale = 1e-3;
+    for (size_t e = 0; e < n; e++) scale = fmax(scale, fabs(g[e]));
+    for (size_t e = 0; e < n; e++) {
+        const float keep = x[e];
+        x[e] = keep + h;
+        const double up = loss(p, q, k, v, dout);
+        x[e] = keep - h;
+        const double down = loss(p, q, k, v, dout);
+        x[e] = keep;
+        const double numeric = (up - down) / (2.0 * h);
+        ck_assert_msg(isfinite(g[e]), "%s[%zu] = %g", what, e, g[e]);
+        worst = fmax(worst, fabs(numeric - g[e]));
+    }
+    ck_assert_msg(worst <= 1e-4 * scale, "%s: max |numeric - analytic| = %g (largest gradient %g)", what, worst,
+                  scale);
+}
+
+/* One problem: inputs on a 2^-6 grid in [-2, 2), dout with NaN in the rows past seqlen_q (never
+ * read), the three gradients checked, and the rows past the lengths zero. */
+static void check_backward(attn_oracle_problem p) {
+    static float q[G_MAX], k[G_MAX], v[G_MAX];
+    static double dout[G_MAX], dq[G_MAX], dk[G_MAX], dv[G_MAX];
+    const int d = p.head_dim, dvv = p.head_dim_v ? p.head_dim_v : p.head_dim;
+    const size_t nq = (size_t)p.batch * p.heads * p.max_seqlen_q * d;
+    const size_t nk = (size_t)p.batch * p.heads_k * p.max_seqlen_k * d;
+    const size_t nv = (size_t)p.batch * p.heads_k * p.max_seqlen_k * dvv;
+    const size_t no = (size_t)p.batch * p.heads * p.max_seqlen_q * dvv;
+    ck_assert(nq <= G_MAX && nk <= G_MAX && nv <= G_MAX && no <= G_MAX);
+    unsigned x = 12345;
+    for (size_t e = 0; e < G_MAX; e++) {
+        x = x * 1103515245u + 12345u;
+        q[e] = (float)((int)(x >> 16) % 256 - 128) / 64;
+        x = x * 1103515245u + 12345u;
+        k[e] = (float)((int)(x >> 16) % 256 - 128) / 64;
+        x = x * 1103515245u + 12345u;
+        v[e] = (float)((int)(x >> 16) % 256 - 128) / 64;
+        dout[e] = sin((double)e);
+    }
+    for (int b = 0; b < p.batch; b++)
+        for (int h = 0; h < p.heads; h++)
+            for (int i = p.seqlen_q[b]; i < p.max_seqlen_q; i++)
+                for (int c = 0; c < dvv; c++) dout[(((size_t)b * p.heads + h) * p.max_seqlen_q + i) * dvv + c] = NAN;
+    ck_assert_int_eq(attn_oracle_backward(&p, q, k, v, dout, dq, dk, dv), 0);
+    check_gradient("dq", &p, q, nq, dq, q, k, v, dout);
+    check_gradient("dk", &p, k, nk, dk, q, k, v, dout);
+    check_gradient("dv", &p, v, nv, dv, q, k, v, dout);
+    for (int b = 0; b < p.batch; b++)
+        for (int h = 0; h < p.heads_k; h++)
+            for (int j = p.seqlen_k[b]; j < p.max_seqlen_k; j++)
+                for (int c = 0; c < d; c++)
+                    ck_assert(dk[(((size_t)b * p.heads_k + h) * p.max_seqlen_k + j) * d + c] == 0);
+}
+
+START_TEST(backward_plain_and_causal) {
+    check_backward(dense(2, 2, 5, 7, 4, 0, 0.5));
+    check_backward(dense(2, 2, 3, 7, 4, 1, 0.5)); /* causal, fewer queries than keys */
+    check_backward(dense(2, 2, 9, 4, 4, 1, 0.5)); /* causal, rows 0..4 see no key */
+}
+END_TEST
+
+START_TEST(backward_gqa_sums_over_query_heads) {
+    attn_oracle_problem p = dense(2, 4, 5, 6, 3, 0, 0.7);
+    p.heads_k = 2;
+    check_backward(p);
+    p.heads_k = 1, p.causal = 1;
+    check_backward(p);
+}
+END_TEST
+
+START_TEST(backward_window_softcap_head_dim_v) {
+    attn_oracle_problem p = dense(2, 2, 8, 9, 4, 0, 0.5);
+    p.window_left = 2, p.window_right = 1;
+    check_backward(p);
+    p.window_right = -1, p.causal = 1, p.softcap = 2.5; /* the softcap's derivative */
+    check_backward(p);
+    p.head_dim_v = 3, p.window_left = -1;
+    check_backward(p);
+}
+END_TEST
+
+START_TEST(backward_per_sequence_lengths) {
+    static const int sq[2] = {3, 0}, sk[2] = {5, 2};
+    attn_oracle_problem p = dense(2, 2, 6, 7, 4, 1, 0.5);
+    p.seqlen_q = sq, p.seqlen_k = sk;
+    check_backward(p);
+    p.causal = 0, p.softcap = 1.5, p.heads_k = 1;
+    check_backward(p);
+}
+END_TEST
+
+START_TEST(backward_refuses_invalid) {
+    attn_oracle_problem p = dense(1, 2, 2, 2, 2, 1, 1.0);
+    p.window_right = 1; /* causal with window_right > 0 */
+    float x[16] = {0};
+    double dout[16] = {0}, g[16];
+    ck_assert_int_eq(attn_oracle_backward(&p, x, x, x, dout, g, g, g), 1);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("oracle");
     TCase *tc = tcase_create("hand_computed");
@@ -557,6 +681,14 @@ int main(void) {
     tcase_add_test(v2, per_sequence_lengths);
     tcase_add_test(v2, features_combined);
     suite_add_tcase(s, v2);
+
+    TCase *bwd = tcase_create("backward");
+    tcase_add_test(bwd, backward_plain_and_causal);
+    tcase_add_test(bwd, backward_gqa_sums_over_query_heads);
+    tcase_add_test(bwd, backward_window_softcap_head_dim_v);
+    tcase_add_test(bwd, backward_per_sequence_lengths);
+    tcase_add_test(bwd, backward_refuses_invalid);
+    suite_add_tcase(s, bwd);
 
     TCase *rules = tcase_create("rules");
     tcase_add_test(rules, invalid_problems);
