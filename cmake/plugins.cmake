@@ -2,6 +2,18 @@
 # tools/list_plugin.c, compiled now), so that their tests are generated like the built-ins'.
 # Sets ATTN_KERNEL_ENTRIES: "name" for a built-in kernel, "name@/path/plugin.so" otherwise.
 set(ATTN_KERNEL_ENTRIES ${ATTN_BUILTIN_KERNELS})
+
+# Appends "name@path" to ATTN_KERNEL_ENTRIES in the caller's scope; a name already taken stops
+# the configure step, the message starting with `what` (the plugin or the Python spec).
+function(attn_add_kernel_entry name path what)
+  foreach(e IN LISTS ATTN_KERNEL_ENTRIES)
+    string(REGEX REPLACE "@.*" "" other "${e}")
+    if(other STREQUAL name)
+      message(FATAL_ERROR "${what}: kernel name '${name}' is already taken")
+    endif()
+  endforeach()
+  set(ATTN_KERNEL_ENTRIES ${ATTN_KERNEL_ENTRIES} "${name}@${path}" PARENT_SCOPE)
+endfunction()
 if(ATTN_PLUGINS)
   set(lister "${CMAKE_BINARY_DIR}/configure/attn_list_plugin")
   file(MAKE_DIRECTORY "${CMAKE_BINARY_DIR}/configure")
@@ -25,13 +37,7 @@ if(ATTN_PLUGINS)
     endif()
     string(REPLACE "\n" ";" names "${names}")
     foreach(k IN LISTS names)
-      foreach(e IN LISTS ATTN_KERNEL_ENTRIES)
-        string(REGEX REPLACE "@.*" "" other "${e}")
-        if(other STREQUAL k)
-          message(FATAL_ERROR "ATTN_PLUGINS: ${plugin}: kernel name '${k}' is already taken")
-        endif()
-      endforeach()
-      list(APPEND ATTN_KERNEL_ENTRIES "${k}@${plugin}")
+      attn_add_kernel_entry("${k}" "${plugin}" "ATTN_PLUGINS: ${plugin}")
       message(STATUS "plugin kernel ${k} from ${plugin}")
     endforeach()
   endforeach()
