@@ -8,7 +8,9 @@
  * "off" value below). Version 3 appends head_dim_pairs to attn_kernel (attn_fwd_params is
  * unchanged); a version-2 plugin (tests/abi_v2/attn_abi.h) still loads, its table read with
  * the version-2 layout. Version 4 appends total_q and total_k to attn_fwd_params (attn_kernel
- * is unchanged): a version-3 plugin (tests/abi_v3/attn_abi.h) loads as it is.
+ * is unchanged): a version-3 plugin (tests/abi_v3/attn_abi.h) loads as it is. Version 5 adds
+ * the backward pass (attn_bwd_params) and appends bwd, bwd_workspace and bwd_caps to
+ * attn_kernel; a version-4 plugin (tests/abi_v4/attn_abi.h) still loads, with no backward.
  *
  * A problem that breaks a rule marked "invalid" below is never given to a kernel (the
  * harness checks every rule first: harness/problem.c), so a kernel may assume it holds.
@@ -24,7 +26,7 @@
 extern "C" {
 #endif
 
-#define ATTN_ABI_VERSION 4
+#define ATTN_ABI_VERSION 5
 
 typedef enum { ATTN_F16 = 0, ATTN_BF16 = 1 } attn_dtype;
 enum { ATTN_OK = 0, ATTN_UNSUPPORTED = 1 }; /* any other value: an error */
@@ -118,6 +120,46 @@ enum {
     ATTN_CAP_SEQUSED_K = 1u << 6,  /* seqused_k */
 };
 
+/* ---- Version 5: the backward pass ----
+ * bwd gets the forward problem (fwd: its q, k, v, scalars and layouts; fwd->o the forward's
+ * output, fwd->lse its LSE, both inputs here and never NULL) and dO, and writes the gradients
+ * of sum(O * dO): dQ laid out as Q, dK as K, dV as V (heads_k heads: a KV head's gradient
+ * sums over the query heads that read it), in the problem's dtype. Every layout of the
+ * forward applies to them (strides, packed rows by cu_seqlens_q / cu_seqlens_k, seqused_k),
+ * with their own strides below; dO has O's layout with its own strides. A paged problem
+ * (block_table) has no backward in this version: bwd is never given one.
+ *
+ * Written: dQ at every query row of every sequence (a row that sees no key gets 0); dK and
+ * dV at every key row j < used_k(b) (a key no query sees gets 0); rows j in [used_k(b),
+ * stored_k(b)) 0 or left as they were; nothing else (the padding between rows, guard
+ * bytes, rows of no sequence). q, k, v, o, lse, dout and the layout arrays are left bit for
+ * bit as they were. The O and LSE given are any correct forward's (the harness's reference,
+ * rounded to the dtype), not necessarily this kernel's fwd's: bwd keeps no state from fwd.
+ * bwd allocates nothing and may be captured into a CUDA graph: its scratch is `workspace`. */
+enum {
+    ATTN_BWD_DETERMINISTIC = 1u << 31, /* bwd_caps: deterministic = 1 is honoured */
+};
+
+typedef struct {
+    const attn_fwd_params *fwd;
+    const void *dout;            /* [batch][heads][seqlen_q][head_dim_v] as O (packed alike) */
+    int64_t do_batch_stride, do_head_stride, do_row_stride;
+    void *dq;                    /* as Q */
+    int64_t dq_batch_stride, dq_head_stride, dq_row_stride;
+    void *dk;                    /* as K: heads_k heads, head_dim columns */
+    int64_t dk_batch_stride, dk_head_stride, dk_row_stride;
+    void *dv;                    /* as V: heads_k heads, head_dim_v columns */
+    int64_t dv_batch_stride, dv_head_stride, dv_row_stride;
+    int deterministic;           /* 1: every call on the same inputs gives bit-identical dQ,
+                                    dK and dV (asked only of a kernel whose bwd_caps has
+                                    ATTN_BWD_DETERMINISTIC); 0: the order of floating-point
+                                    sums may vary (atomics), within the verdict's bounds */
+    void *workspace;             /* >= bwd_workspace(p) bytes, 256-byte aligned, contents
+                                    undefined at the call (the kernel initializes what it
+                                    reads); NULL when 0 bytes */
+    size_t workspace_bytes;
+} attn_bwd_params;
+
 typedef struct {
     const char *name;                                          /* [a-z0-9_]+, stable */
     int (*fwd)(const attn_fwd_params *p, cudaStream_t stream); /* enqueue on stream */
@@ -133,6 +175,14 @@ typedef struct {
                                (head_dim_v 0 read as head_dim). When set, it replaces
                                head_dims' rule: a problem whose pair is not listed is not
                                supported; a pair with dv != d needs ATTN_CAP_HEAD_DIM_V */
+    /* ---- version 5: the backward pass (all three 0/NULL: the kernel has none) ---- */
+    int (*bwd)(const attn_bwd_params *p, cudaStream_t stream); /* enqueue on stream */
+    /* Scratch bytes bwd needs for p (p's pointers are not set yet: it reads the scalars, the
+     * deterministic flag and which pointers are NULL, never device memory). NULL: none. */
+    size_t (*bwd_workspace)(const attn_bwd_params *p);
+    uint32_t bwd_caps;      /* the ATTN_CAP_* bits the backward takes (dtypes and head dims
+                               are the forward's), | ATTN_BWD_DETERMINISTIC when it honours
+                               deterministic; a problem needing another bit is not supported */
 } attn_kernel;
 
 /* ---- Tunables (optional: a kernel without them is simply not tunable) ----

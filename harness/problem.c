@@ -162,3 +162,53 @@ int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, cha
     }
     return check_strides(p, h, err, len) || check_sequences(p, h, err, len);
 }
+
+/* The backward's tensors: pointers set, strides >= 0, a zero row stride only over one row, and
+ * dQ, dK, dV not broadcast (each is written). */
+static int check_bwd_tensors(const attn_bwd_params *bp, const attn_problem_host *h, char *err, size_t len) {
+    const attn_fwd_params *p = bp->fwd;
+    const int64_t rows_q = h->cu_seqlens_q ? h->cu_seqlens_q[p->batch] : p->seqlen_q;
+    const int64_t rows_k = h->cu_seqlens_k ? h->cu_seqlens_k[p->batch] : p->seqlen_k;
+    const int packed_q = h->cu_seqlens_q != NULL, packed_k = h->cu_seqlens_k != NULL;
+    const struct { const char *t; const void *ptr; int64_t batch, head, row, rows; int heads, out, packed; } t[] = {
+        {"dout", bp->dout, bp->do_batch_stride, bp->do_head_stride, bp->do_row_stride, rows_q, p->heads, 0, packed_q},
+        {"dq", bp->dq, bp->dq_batch_stride, bp->dq_head_stride, bp->dq_row_stride, rows_q, p->heads, 1, packed_q},
+        {"dk", bp->dk, bp->dk_batch_stride, bp->dk_head_stride, bp->dk_row_stride, rows_k, p->heads_k, 1, packed_k},
+        {"dv", bp->dv, bp->dv_batch_stride, bp->dv_head_stride, bp->dv_row_stride, rows_k, p->heads_k, 1, packed_k},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (!t[i].ptr) return fail(err, len, "%s is NULL (a device pointer is required)", t[i].t);
+        if (t[i].batch < 0 || t[i].head < 0 || t[i].row < 0)
+            return fail(err, len, "%s strides (batch %lld, head %lld, row %lld) must be >= 0", t[i].t,
+                        (long long)t[i].batch, (long long)t[i].head, (long long)t[i].row);
+        if (t[i].row == 0 && t[i].rows > 1)
+            return fail(err, len, "%s row stride 0 with %lld rows (0 is for a tensor of one row)", t[i].t,
+                        (long long)t[i].rows);
+        if (t[i].out && t[i].head == 0 && t[i].heads > 1)
+            return fail(err, len, "%s head stride 0 with %d heads (a gradient cannot be broadcast)", t[i].t,
+                        t[i].heads);
+        if (t[i].out && t[i].batch == 0 && p->batch > 1 && !t[i].packed)
+            return fail(err, len, "%s batch stride 0 with batch %d (a gradient cannot be broadcast)", t[i].t,
+                        p->batch);
+    }
+    return 0;
+}
+
+int attn_bwd_problem_check(const attn_bwd_params *bp, const attn_problem_host *h, char *err, size_t len) {
+    static const attn_problem_host none;
+    if (!h) h = &none;
+    if (!bp->fwd) return fail(err, len, "fwd is NULL (the backward needs its forward problem)");
+    if (attn_problem_check(bp->fwd, h, err, len)) return 1;
+    if (bp->fwd->block_table)
+        return fail(err, len, "block_table is set: a paged problem has no backward in ABI version %d",
+                    ATTN_ABI_VERSION);
+    if (!bp->fwd->lse) return fail(err, len, "lse is NULL (the backward reads the forward's LSE)");
+    if (bp->deterministic != 0 && bp->deterministic != 1)
+        return fail(err, len, "deterministic %d must be 0 or 1", bp->deterministic);
+    if (!bp->workspace != !bp->workspace_bytes)
+        return fail(err, len, "workspace %s with workspace_bytes %zu (NULL exactly when 0 bytes)",
+                    bp->workspace ? "set" : "NULL", bp->workspace_bytes);
+    if ((uintptr_t)bp->workspace % 256)
+        return fail(err, len, "workspace %p is not 256-byte aligned", bp->workspace);
+    return check_bwd_tensors(bp, h, err, len);
+}

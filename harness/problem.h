@@ -1,4 +1,4 @@
-/* Is an attention problem (attn_fwd_params, ABI version 4) well-formed? Checked on the host,
+/* Is an attention problem (attn_fwd_params, ABI version 5) well-formed? Checked on the host,
  * before any launch, so that a malformed test problem is reported as the test's error and
  * never blamed on the kernel. No CUDA calls. */
 #ifndef ATTN_PROBLEM_H
@@ -33,6 +33,13 @@ typedef struct {
  * seqlen_k; seqused_k[b] in [0, sequence b's stored keys]. */
 int attn_problem_check(const attn_fwd_params *p, const attn_problem_host *h, char *err,
                        size_t len);
+
+/* The same for a backward problem (attn_bwd_params, ABI version 5): bp->fwd by the rules
+ * above, then no block_table (no backward in this version), lse set, deterministic 0 or 1,
+ * workspace NULL exactly when workspace_bytes is 0 and 256-byte aligned, dout, dq, dk, dv
+ * set with strides >= 0, a zero row stride only over one row, and no gradient broadcast
+ * (head stride 0 with several heads, batch stride 0 over several dense sequences). */
+int attn_bwd_problem_check(const attn_bwd_params *bp, const attn_problem_host *h, char *err, size_t len);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * head dims (or head dim pairs) and ATTN_CAP_* bits against what a problem needs. Free of
  * CUDA calls, as plugin.c is. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "registry.h"
@@ -88,8 +89,28 @@ static const char *lacks_head_dims(const attn_kernel *k, const attn_fwd_params *
     return NULL;
 }
 
+/* What p needs beyond the kernel's caps (its forward's, or its backward's bwd_caps). */
+static const char *lacks_problem(const attn_kernel *k, const attn_fwd_params *p, uint32_t caps,
+                                 const char *caps_name, char *buf, size_t len);
+
 const char *attn_kernel_lacks(const attn_kernel *k, const attn_fwd_params *p, char *buf,
                               size_t len) {
+    return lacks_problem(k, p, k->caps, "caps", buf, len);
+}
+
+const char *attn_kernel_lacks_bwd(const attn_kernel *k, const attn_bwd_params *bp, char *buf,
+                                  size_t len) {
+    if (!k->bwd) return lacks(buf, len, k, "the backward pass: it has no bwd");
+    if (bp->fwd->block_table)
+        return lacks(buf, len, k, "an invalid problem: paged K/V (block_table) has no backward in ABI version %d",
+                     ATTN_ABI_VERSION);
+    if (bp->deterministic && !(k->bwd_caps & ATTN_BWD_DETERMINISTIC))
+        return lacks(buf, len, k, "a deterministic backward: ATTN_BWD_DETERMINISTIC not in its bwd_caps");
+    return lacks_problem(k, bp->fwd, k->bwd_caps, "bwd_caps", buf, len);
+}
+
+static const char *lacks_problem(const attn_kernel *k, const attn_fwd_params *p, uint32_t caps,
+                                 const char *caps_name, char *buf, size_t len) {
     if (invalid(k, p, buf, len)) return buf;
     uint32_t dtypes = k->dtypes ? k->dtypes : (1u << ATTN_F16) | (1u << ATTN_BF16);
     if ((unsigned)p->dtype >= 32 || !(dtypes & (1u << p->dtype)))
@@ -104,9 +125,9 @@ const char *attn_kernel_lacks(const attn_kernel *k, const attn_fwd_params *p, ch
                        (p->window_right >= 0 && !(p->causal && p->window_right == 0));
     const int varlen = p->cu_seqlens_q || p->cu_seqlens_k;
 /* p needs capability cap when cond holds; the reason describes the need with p's values */
-#define NEED(cap, cond, fmt, ...)      \
-    if ((cond) && !(k->caps & (cap))) \
-    return lacks(buf, len, k, fmt ": " #cap " not in its caps", __VA_ARGS__)
+#define NEED(cap, cond, fmt, ...)  \
+    if ((cond) && !(caps & (cap))) \
+    return lacks(buf, len, k, fmt ": " #cap " not in its %s", __VA_ARGS__, caps_name)
     NEED(ATTN_CAP_GQA, p->heads_k < p->heads, "grouped KV heads (heads_k %d < heads %d)",
          p->heads_k, p->heads);
     NEED(ATTN_CAP_WINDOW, window, "a sliding window (window_left %d, window_right %d%s)",

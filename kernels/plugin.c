@@ -21,10 +21,17 @@ typedef struct {
     uint32_t caps, dtypes;
     const int *head_dims;
 } attn_kernel_v2;
+/* Versions 3 and 4 (version 4 changed attn_fwd_params only): version 5 appends the backward. */
+typedef struct {
+    const char *name;
+    int (*fwd)(const attn_fwd_params *p, cudaStream_t stream);
+    uint32_t caps, dtypes;
+    const int *head_dims;
+    const int *head_dim_pairs;
+} attn_kernel_v3;
 
-/* The message of an unknown version and the conversion below are written for these four:
- * version 4 changed attn_fwd_params only, so a version-3 table is read as it is. */
-_Static_assert(ATTN_ABI_VERSION == 4, "plugin.c: update the ABI versions the loader takes");
+/* The message of an unknown version and the conversion below are written for these five. */
+_Static_assert(ATTN_ABI_VERSION == 5, "plugin.c: update the ABI versions the loader takes");
 
 /* A version-3 pair list is read up to this many pairs; a longer one is refused. */
 enum { MAX_HEAD_DIM_PAIRS = 256 };
@@ -36,10 +43,11 @@ int attn_kernel_name_valid(const char *name) {
     return 1;
 }
 
-/* An older table as version-3 entries (heap, kept for the life of the process as the library
- * is), each read with its own version's layout: version 1 with no capabilities, fp16 and
- * bf16, any head dim, so that the harness gives its kernels only version-1 problems; version
- * 2 with its fields as they are and no head_dim pairs. NULL when out of memory. */
+/* An older table as this version's entries (heap, kept for the life of the process as the
+ * library is), each read with its own version's layout: version 1 with no capabilities, fp16
+ * and bf16, any head dim, so that the harness gives its kernels only version-1 problems;
+ * version 2 with its fields as they are and no head_dim pairs; versions 3 and 4 with theirs
+ * and no backward. NULL when out of memory. */
 static attn_kernel *convert(const void *table, int abi, int n) {
     attn_kernel *k = calloc((size_t)n, sizeof *k);
     if (!k) return NULL;
@@ -47,6 +55,10 @@ static attn_kernel *convert(const void *table, int abi, int n) {
         if (abi == 1) {
             const attn_kernel_v1 *e = (const attn_kernel_v1 *)table + i;
             k[i] = (attn_kernel){.name = e->name, .fwd = e->fwd};
+        } else if (abi >= 3) {
+            const attn_kernel_v3 *e = (const attn_kernel_v3 *)table + i;
+            k[i] = (attn_kernel){.name = e->name, .fwd = e->fwd, .caps = e->caps, .dtypes = e->dtypes,
+                                 .head_dims = e->head_dims, .head_dim_pairs = e->head_dim_pairs};
         } else {
             const attn_kernel_v2 *e = (const attn_kernel_v2 *)table + i;
             k[i] = (attn_kernel){.name = e->name, .fwd = e->fwd, .caps = e->caps, .dtypes = e->dtypes,
@@ -92,6 +104,11 @@ const char *attn_kernel_entry_check(const attn_kernel *k, int index, char *err, 
     }
     if (!k->fwd) {
         snprintf(err, errlen, "kernel '%s' has no fwd function", k->name);
+        return err;
+    }
+    if (!k->bwd && (k->bwd_workspace || k->bwd_caps)) {
+        snprintf(err, errlen, "kernel '%s' has %s but no bwd function", k->name,
+                 k->bwd_workspace ? "bwd_workspace" : "bwd_caps");
         return err;
     }
     return check_pairs(k, err, errlen);
@@ -145,7 +162,7 @@ const attn_kernel *attn_plugin_load(const char *path, int *count, char *err, siz
         return NULL;
     }
     attn_kernel *converted = NULL;
-    if (abi < 3) {
+    if (abi < ATTN_ABI_VERSION) {
         /* the function returned an older version's table under this version's type */
         kernels = converted = convert((const void *)kernels, abi, n);
         if (!converted) {

@@ -9,11 +9,11 @@
 /* The built-in kernels; *count receives their number. */
 const attn_kernel *const *attn_builtin_kernels(int *count);
 
-/* Loads a plugin (dlopen) and returns its kernel table. ABI versions 1 to 3 load, each table
+/* Loads a plugin (dlopen) and returns its kernel table. ABI versions 1 to 5 load, each table
  * read with its own version's layout: a version-1 table (entries {name, fwd}) comes back as
- * version-3 entries with caps 0, dtypes 0 and head_dims NULL, so that the kernels are given
+ * version-5 entries with caps 0, dtypes 0 and head_dims NULL, so that the kernels are given
  * only version-1 problems (attn_kernel_lacks); a version-2 table with its fields and
- * head_dim_pairs NULL. On failure returns NULL with "plugin <path>: <reason>" in err: cannot
+ * head_dim_pairs NULL; a version-3 or 4 table with its fields and no backward. On failure returns NULL with "plugin <path>: <reason>" in err: cannot
  * be loaded, lacks attn_plugin_kernels, another ABI version (the message names the versions
  * this harness takes), no kernels, or an entry that attn_kernel_entry_check refuses, or a
  * name twice. The library, and a converted table, stay for the life of the process. */
@@ -38,7 +38,8 @@ int attn_kernel_name_valid(const char *name);
 
 /* NULL when kernel entry k (#index of its table) is usable, else err holding the reason: an
  * invalid name, no fwd, or a malformed head_dim_pairs (empty, a value < 1, the 0 inside a
- * pair, no 0 within 256 pairs, or a pair dv != d without ATTN_CAP_HEAD_DIM_V). */
+ * pair, no 0 within 256 pairs, or a pair dv != d without ATTN_CAP_HEAD_DIM_V), or
+ * bwd_workspace or bwd_caps without a bwd. */
 const char *attn_kernel_entry_check(const attn_kernel *k, int index, char *err, size_t errlen);
 
 /* Whether kernel k takes problem p (capability.c): NULL when it does, else buf holding a
@@ -53,5 +54,11 @@ const char *attn_kernel_entry_check(const attn_kernel *k, int index, char *err, 
  * Reads only p's scalars and which pointers are NULL: never the device arrays. */
 const char *attn_kernel_lacks(const attn_kernel *k, const attn_fwd_params *p, char *buf,
                               size_t len);
+/* The same for the backward (attn_bwd_params): NULL when k's bwd takes bp, else the reason:
+ * no bwd, a paged problem (none has a backward), deterministic asked of a kernel without
+ * ATTN_BWD_DETERMINISTIC, then bp->fwd against the forward's dtypes and head dims and the
+ * ATTN_CAP_* bits of k->bwd_caps. */
+const char *attn_kernel_lacks_bwd(const attn_kernel *k, const attn_bwd_params *bp, char *buf,
+                                  size_t len);
 
 #endif

@@ -37,6 +37,23 @@ int attn_ref_forward(attn_reference *r, const attn_fwd_params *p, attn_ref_varia
                      float *o_out, float *lse_out, cudaStream_t stream, char *err,
                      size_t errlen);
 
+/* The backward pass of bp's problem (ABI version 5: attn_bwd_params; no paged K/V) from the
+ * same quantized q, k, v and dout, read through their strides and layouts:
+ *   GOLDEN  float32 throughout: P recomputed from the scores (bp->fwd->lse and o are not
+ *           read), dP = dO.V^T, D = rowsum(P * dP), dS = P * (dP - D) times the softcap's
+ *           derivative, dQ = scale * dS.K, dK = scale * dS^T.Q, dV = P^T.dO by cuBLAS
+ *           (CUBLAS_COMPUTE_32F, never TF32), a KV head's dK and dV summed over its query heads.
+ *   LOWP    what a naive fp16/bf16 backward computes: P, dP and dS rounded to the dtype before
+ *           the GEMMs that read them, D = rowsum(dO * O) over the given O (bp->fwd->o, the
+ *           dtype), and dQ, dK, dV rounded to the dtype at the end.
+ * Writes device floats dq_out [batch][heads][seqlen_q][head_dim], dk_out
+ * [batch][heads_k][seqlen_k][head_dim], dv_out [batch][heads_k][seqlen_k][head_dim_v]
+ * (contiguous; packed problems over the longest lengths): every element, 0 at rows past a
+ * sequence's lengths (its queries, its used keys). Enqueued on `stream`; returns 0 or
+ * non-zero with a message in err. */
+int attn_ref_backward(attn_reference *r, const attn_bwd_params *bp, attn_ref_variant variant, float *dq_out,
+                      float *dk_out, float *dv_out, cudaStream_t stream, char *err, size_t errlen);
+
 /* The benchmark baseline: the same attention computed as an unfused fp16/bf16
  * implementation does (cuBLAS tensor-core GEMMs on the inputs' strides with float32
  * accumulation, a float32 score buffer, P in the dtype), writing p->o (in the dtype,

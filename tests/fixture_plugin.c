@@ -4,7 +4,8 @@
  * the include path) and exports two kernels that take head dim 64 only; FIXTURE_V2 is built
  * against the version-2 header (tests/abi_v2) and exports two kernels whose version-2 fields
  * all differ, so that a table read with another layout shows; FIXTURE_PAIRS declares
- * version 3's head_dim_pairs (built against the version-3 header, tests/abi_v3); the others
+ * version 3's head_dim_pairs (built against the version-3 header, tests/abi_v3); FIXTURE_V4
+ * two kernels of version 4 (tests/abi_v4: no backward, a table stride of six fields); the others
  * are broken in one way each (FIXTURE_BAD_PAIRS: a pair 192x128 without ATTN_CAP_HEAD_DIM_V). */
 #include <stddef.h>
 
@@ -45,13 +46,23 @@ static const attn_kernel table[] = {
 #endif
 static const int pairs[] = {64, 64, 192, 128, 0};
 static const attn_kernel table[] = {{"fixture_pairs", unsupported_fwd, ATTN_CAP_HEAD_DIM_V, 0, NULL, pairs}};
+#elif defined(FIXTURE_V4)
+#if ATTN_ABI_VERSION != 4
+#error "FIXTURE_V4 must be built with tests/abi_v4 before kernels/ on the include path"
+#endif
+static const int v4_pairs[] = {192, 128, 0};
+static const int v4_dims[] = {96, 0};
+static const attn_kernel table[] = {
+    {"fixture_v4_a", unsupported_fwd, ATTN_CAP_HEAD_DIM_V, 1u << ATTN_F16, NULL, v4_pairs},
+    {"fixture_v4_b", unsupported_fwd, ATTN_CAP_SOFTCAP, 0, v4_dims, NULL},
+};
 #elif defined(FIXTURE_BAD_PAIRS)
 static const int pairs[] = {192, 128, 0};
-static const attn_kernel table[] = {{"fixture_bad_pairs", unsupported_fwd, 0, 0, NULL, pairs}};
+static const attn_kernel table[] = {{.name = "fixture_bad_pairs", .fwd = unsupported_fwd, .head_dim_pairs = pairs}};
 #elif defined(FIXTURE_BAD_NAME)
-static const attn_kernel table[] = {{"Bad-Name", unsupported_fwd, 0, 0, NULL, NULL}};
+static const attn_kernel table[] = {{.name = "Bad-Name", .fwd = unsupported_fwd}};
 #else
-static const attn_kernel table[] = {{"fixture_unsupported", unsupported_fwd, 0, 0, NULL, NULL}};
+static const attn_kernel table[] = {{.name = "fixture_unsupported", .fwd = unsupported_fwd}};
 #endif
 
 #if !defined(FIXTURE_NO_SYMBOL)

@@ -151,7 +151,7 @@ START_TEST(pairs_checked) {
         {NULL, 0, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        attn_kernel k = {"k", dummy_fwd, cases[i].caps, 0, NULL, cases[i].pairs};
+        attn_kernel k = {.name = "k", .fwd = dummy_fwd, .caps = cases[i].caps, .head_dim_pairs = cases[i].pairs};
         char err[256] = "";
         const char *r = attn_kernel_entry_check(&k, 0, err, sizeof err);
         if (!cases[i].expect) {
@@ -183,7 +183,7 @@ START_TEST(not_a_library) { expect_error("ATTN_FIXTURE_NOT_ELF", "cannot be load
 END_TEST
 START_TEST(no_symbol) { expect_error("ATTN_FIXTURE_NO_SYMBOL", "has no symbol attn_plugin_kernels"); }
 END_TEST
-START_TEST(bad_abi) { expect_error("ATTN_FIXTURE_BAD_ABI", "has ABI version 99; this harness takes versions 1 to 4"); }
+START_TEST(bad_abi) { expect_error("ATTN_FIXTURE_BAD_ABI", "has ABI version 99; this harness takes versions 1 to 5"); }
 END_TEST
 START_TEST(bad_pairs) {
     expect_error("ATTN_FIXTURE_BAD_PAIRS",
@@ -304,6 +304,75 @@ START_TEST(simple_refuses_invalid) {
 }
 END_TEST
 
+/* a version-4 table (no backward fields): read with its own stride, each field kept, no bwd */
+START_TEST(v4_plugin_loads) {
+    const attn_kernel *k = expect_load("ATTN_FIXTURE_V4", 2);
+    ck_assert_str_eq(k[0].name, "fixture_v4_a");
+    ck_assert_uint_eq(k[0].caps, ATTN_CAP_HEAD_DIM_V);
+    ck_assert_uint_eq(k[0].dtypes, 1u << ATTN_F16);
+    ck_assert_msg(k[0].head_dim_pairs && k[0].head_dim_pairs[0] == 192 && k[0].head_dim_pairs[1] == 128,
+                  "head_dim_pairs not kept");
+    ck_assert_str_eq(k[1].name, "fixture_v4_b");
+    ck_assert_uint_eq(k[1].caps, ATTN_CAP_SOFTCAP);
+    ck_assert_msg(k[1].head_dims && k[1].head_dims[0] == 96, "head_dims not kept");
+    for (int i = 0; i < 2; i++) {
+        ck_assert_ptr_null(k[i].bwd);
+        ck_assert_ptr_null(k[i].bwd_workspace);
+        ck_assert_uint_eq(k[i].bwd_caps, 0);
+    }
+    attn_fwd_params p = {.dtype = ATTN_F16, .batch = 1, .heads = 1, .heads_k = 1, .seqlen_q = 8, .seqlen_k = 8,
+                         .head_dim = 96, .window_left = -1, .window_right = -1};
+    attn_bwd_params bp = {.fwd = &p};
+    char why[256];
+    ck_assert_ptr_nonnull(attn_kernel_lacks_bwd(&k[1], &bp, why, sizeof why));
+    ck_assert_str_eq(why, "kernel 'fixture_v4_b' does not take the backward pass: it has no bwd");
+}
+END_TEST
+
+static int dummy_bwd(const attn_bwd_params *p, cudaStream_t s) {
+    (void)p, (void)s;
+    return ATTN_OK;
+}
+static size_t dummy_workspace(const attn_bwd_params *p) {
+    (void)p;
+    return 0;
+}
+
+/* version 5: backward fields without a bwd are refused; bwd_caps decide what bwd takes */
+START_TEST(bwd_entry) {
+    char err[256];
+    attn_kernel k = {.name = "k", .fwd = dummy_fwd, .bwd_caps = ATTN_CAP_GQA};
+    ck_assert_ptr_nonnull(attn_kernel_entry_check(&k, 0, err, sizeof err));
+    ck_assert_str_eq(err, "kernel 'k' has bwd_caps but no bwd function");
+    k = (attn_kernel){.name = "k", .fwd = dummy_fwd, .bwd_workspace = dummy_workspace};
+    ck_assert_ptr_nonnull(attn_kernel_entry_check(&k, 0, err, sizeof err));
+    ck_assert_str_eq(err, "kernel 'k' has bwd_workspace but no bwd function");
+    /* forward caps GQA, backward none: the backward of a GQA problem is not taken */
+    k = (attn_kernel){.name = "k", .fwd = dummy_fwd, .caps = ATTN_CAP_GQA | ATTN_CAP_VARLEN, .bwd = dummy_bwd,
+                      .bwd_caps = ATTN_CAP_VARLEN};
+    ck_assert_ptr_null(attn_kernel_entry_check(&k, 0, err, sizeof err));
+    attn_fwd_params p = {.dtype = ATTN_F16, .batch = 1, .heads = 4, .heads_k = 2, .seqlen_q = 8, .seqlen_k = 8,
+                         .head_dim = 64, .window_left = -1, .window_right = -1};
+    attn_bwd_params bp = {.fwd = &p};
+    ck_assert_ptr_null(attn_kernel_lacks(&k, &p, err, sizeof err));
+    ck_assert_ptr_nonnull(attn_kernel_lacks_bwd(&k, &bp, err, sizeof err));
+    ck_assert_str_eq(err, "kernel 'k' does not take grouped KV heads (heads_k 2 < heads 4): ATTN_CAP_GQA not in its "
+                          "bwd_caps");
+    p.heads_k = 4;
+    ck_assert_ptr_null(attn_kernel_lacks_bwd(&k, &bp, err, sizeof err));
+    bp.deterministic = 1;
+    ck_assert_ptr_nonnull(attn_kernel_lacks_bwd(&k, &bp, err, sizeof err));
+    ck_assert_str_eq(err, "kernel 'k' does not take a deterministic backward: ATTN_BWD_DETERMINISTIC not in its "
+                          "bwd_caps");
+    k.bwd_caps |= ATTN_BWD_DETERMINISTIC;
+    ck_assert_ptr_null(attn_kernel_lacks_bwd(&k, &bp, err, sizeof err));
+    static const int32_t table[1] = {0};
+    p.block_table = table, p.page_size = 8, p.num_pages = 1, p.block_table_stride = 1;
+    ck_assert_ptr_nonnull(attn_kernel_lacks_bwd(&k, &bp, err, sizeof err));
+    ck_assert_msg(strstr(err, "paged K/V (block_table) has no backward"), "%s", err);
+}
+END_TEST
+
 START_TEST(name_rule) {
     ck_assert(attn_kernel_name_valid("flash_v2_d128"));
     ck_assert(!attn_kernel_name_valid(""));
@@ -321,6 +390,8 @@ int main(void) {
     tcase_add_test(tc, v2_plugin_loads);
     tcase_add_test(tc, pairs_plugin_loads);
     tcase_add_test(tc, pairs_checked);
+    tcase_add_test(tc, v4_plugin_loads);
+    tcase_add_test(tc, bwd_entry);
     tcase_add_test(tc, bad_pairs);
     tcase_add_test(tc, builtin_pairs);
     tcase_add_test(tc, simple_refuses_invalid);

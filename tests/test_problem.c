@@ -37,7 +37,7 @@ static attn_fwd_params plain(void) {
 static char why[512];
 static const char *lacks_pairs(uint32_t caps, uint32_t dtypes, const int *dims, const int *pairs,
                                attn_fwd_params p) {
-    attn_kernel k = {"x", dummy_fwd, caps, dtypes, dims, pairs};
+    attn_kernel k = {.name = "x", .fwd = dummy_fwd, .caps = caps, .dtypes = dtypes, .head_dims = dims, .head_dim_pairs = pairs};
     const char *r = attn_kernel_lacks(&k, &p, why, sizeof why);
     ck_assert(r == NULL || r == why);
     return r;

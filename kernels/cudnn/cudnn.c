@@ -265,7 +265,8 @@ static int cudnn_fwd(const attn_fwd_params *in, cudaStream_t stream) {
  * fp16 and bf16; head_dims and head_dim_pairs NULL: any (fwd reports the head dims cuDNN
  * refuses as not supported) */
 const attn_kernel attn_kernel_cudnn = {
-    "cudnn", cudnn_fwd,
-    ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN | ATTN_CAP_PAGED |
-        ATTN_CAP_SEQUSED_K,
-    0, NULL, NULL};
+    .name = "cudnn",
+    .fwd = cudnn_fwd,
+    .caps = ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN |
+            ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K,
+};
