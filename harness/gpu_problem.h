@@ -175,6 +175,53 @@ void attn_input_change_describe(const attn_gpu_problem *x, const attn_input_chan
 /* n int32 before (was) and after (now) into ch's count, total, first, was and now. */
 void attn_i32_diff(const int32_t *was, const int32_t *now, size_t n, attn_input_change *ch);
 
+/* ---- The backward problem (ABI version 5) ----
+ * The forward problem of d (Q, K, V filled), its O and LSE the golden forward's (O rounded to
+ * the dtype: any correct forward's, not the kernel's), dO of fresh random values (std 1) in
+ * O's layout or its own, the gradients dQ, dK, dV and the kernel's workspace poisoned inside
+ * guard bands, and the references G (float32) and R (the naive fp16/bf16 twin) of dQ, dK, dV.
+ * A paged problem has no backward (refused with that reason). */
+enum { ATTN_G_DO, ATTN_G_DQ, ATTN_G_DK, ATTN_G_DV, ATTN_G_WS, ATTN_N_BWD_BUFS };
+#define ATTN_GRAD_BIT(t) (1u << (t))
+enum { ATTN_BWD_OUTPUTS = ATTN_GRAD_BIT(ATTN_G_DQ) | ATTN_GRAD_BIT(ATTN_G_DK) | ATTN_GRAD_BIT(ATTN_G_DV) |
+                          ATTN_GRAD_BIT(ATTN_G_WS) };
+typedef struct {
+    attn_gpu_problem f;             /* the forward problem; f.p is what bp.fwd points at */
+    attn_bwd_params bp;             /* bwd's problem: points at f.p and the buffers below */
+    attn_layout layout[4];          /* dO, dQ, dK, dV of a dense problem (packed: rows as O, Q, K, V) */
+    attn_strides st[4];             /* their strides */
+    void *buf[ATTN_N_BWD_BUFS];     /* device allocations, guard bands included */
+    size_t bytes[ATTN_N_BWD_BUFS];
+    size_t elems[3];                /* dQ, dK, dV elements in the references' layout */
+    float *g[3], *r[3];             /* golden and twin dQ, dK, dV: [batch][heads or heads_k][rows][dim] */
+    void *dense[3];                 /* packed: the kernel's dQ, dK, dV unpacked (attn_bwd_problem_judged) */
+} attn_bwd_problem;
+
+/* Builds the backward problem of d for kernel k (its bwd_workspace sizes the workspace;
+ * deterministic as bwd's flag), dO, dQ, dK, dV in `layout` (dense problems; NULL: O's, Q's, K's
+ * and V's layouts of d), the references included. ref NULL (compute-sanitizer's one launch):
+ * no reference runs, O is random and the LSE 0, nothing to judge against. 0, or 1 with the
+ * reason in err (x freed). */
+int attn_bwd_problem_build(attn_bwd_problem *x, const attn_problem_desc *d, const attn_layout *layout,
+                           const attn_kernel *k, int deterministic, attn_reference *ref, cudaStream_t stream,
+                           char *err, size_t errlen);
+/* The buffers of a set of ATTN_GRAD_BIT (guard bands included) poisoned. */
+int attn_bwd_problem_poison(attn_bwd_problem *x, unsigned bufs, cudaStream_t stream, char *err, size_t errlen);
+void attn_bwd_problem_free(attn_bwd_problem *x);
+/* Gradient i (0 dQ, 1 dK, 2 dV) as its buffer holds it, a tensor view of its layout
+ * (packed: rows of [row][heads][dim], batch 1). */
+attn_tensor_view attn_bwd_problem_view(const attn_bwd_problem *x, int i);
+void *attn_bwd_problem_data(const attn_bwd_problem *x, int buf);
+/* Gradient i made ready for the verdict: a packed one unpacked into x->dense[i] (its rows past
+ * a sequence's length 0), a dense cache's rows past the used keys cleared of the poison (0 or
+ * untouched is the ABI's rule: anything else is counted in *stale, which may be NULL). *view is
+ * then the dense problem that attn_output_stats_gpu judges against x->g[i] and x->r[i]: o the
+ * gradient, seqlen_q its rows, head_dim_v its columns, heads its heads; dQ of a dense problem
+ * keeps the mask (a row that sees no key must be exactly 0). Synchronizes `stream`. */
+int attn_bwd_problem_judged(attn_bwd_problem *x, int i, attn_fwd_params *view, attn_match *stale,
+                            cudaStream_t stream, char *err, size_t errlen);
+extern const char *const attn_grad_names[3]; /* "dQ", "dK", "dV" */
+
 #ifdef __cplusplus
 }
 #endif

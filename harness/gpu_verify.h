@@ -92,6 +92,22 @@ cudaError_t attn_unpack_rows(const void *packed, attn_dtype dtype, const int32_t
 cudaError_t attn_unpack_lse(const float *packed, const int32_t *cu, int batch, int heads, int max_rows,
                             float *dense, float *lg, cudaStream_t stream);
 
+/* The other way: dense floats [batch][heads][max_rows][dim] stored in a kernel's layout,
+ * rounded to nearest even: row r of sequence b, head h at dst + (cu ? (cu[b] + r) * row_stride
+ * : b * batch_stride + r * row_stride) + h * head_stride + d (elements of the stored type),
+ * for r below the sequence's length (cu's span; without cu, every row). The forward's O and
+ * LSE given to a backward: the LSE as F32 with dim 1. Enqueued. */
+typedef enum { ATTN_STORE_F16 = ATTN_F16, ATTN_STORE_BF16 = ATTN_BF16, ATTN_STORE_F32 } attn_store_type;
+cudaError_t attn_pack_rows(const float *dense, attn_store_type type, const int32_t *cu, int batch, int heads,
+                           int max_rows, int dim, int64_t batch_stride, int64_t head_stride, int64_t row_stride,
+                           void *dst, cudaStream_t stream);
+/* dK and dV rows past a sequence's used keys (rows s >= used[b] of the view, used a device
+ * array [batch]), which bwd writes as 0 or leaves alone: the untouched poison (0xffff) is
+ * set to 0 so that the verdict sees 0 there, and the elements that are neither are counted
+ * (out; `first` a logical BHSD index). Synchronizes `stream`. */
+cudaError_t attn_clear_stale_rows(void *t, attn_dtype dtype, const attn_tensor_view *v, const int32_t *used,
+                                  attn_match *out, cudaStream_t stream);
+
 /* One element of a device tensor, as float: O (dtype) at logical BHSD index i through the
  * view, or a float array at i. For messages about the worst element. */
 float attn_peek_view(const void *o, attn_dtype dtype, const attn_tensor_view *v, size_t i);

@@ -19,6 +19,10 @@ static const tol_key tol_keys[] = {
     {"output", "mean_eps_steps", offsetof(attn_tolerance, mean_eps_steps)},
     {"lse", "atol", offsetof(attn_tolerance, lse_atol)},
     {"lse", "rtol", offsetof(attn_tolerance, lse_rtol)},
+    {"gradients", "max_factor", offsetof(attn_tolerance, grad_max_factor)},
+    {"gradients", "atol_steps", offsetof(attn_tolerance, grad_atol_steps)},
+    {"gradients", "mean_factor", offsetof(attn_tolerance, grad_mean_factor)},
+    {"gradients", "mean_eps_steps", offsetof(attn_tolerance, grad_mean_eps_steps)},
 };
 enum { N_TOL_KEYS = sizeof tol_keys / sizeof tol_keys[0] };
 
@@ -62,6 +66,13 @@ static int tol_load(const char *path, const char *text, size_t len, attn_toleran
         }
     }
     return 0;
+}
+
+attn_tolerance attn_tolerance_for_gradients(const attn_tolerance *t) {
+    attn_tolerance g = *t;
+    g.max_factor = t->grad_max_factor, g.atol_steps = t->grad_atol_steps;
+    g.mean_factor = t->grad_mean_factor, g.mean_eps_steps = t->grad_mean_eps_steps;
+    return g;
 }
 
 int attn_tolerance_load(const char *path, attn_tolerance *t, char *err, size_t errlen) {

@@ -16,7 +16,12 @@ typedef struct {
     double max_factor, atol_steps;      /* max|O-G| <= max_factor*max|R-G| + atol_steps*step */
     double mean_factor, mean_eps_steps; /* mean|O-G| <= mean_factor*mean|R-G| + eps */
     double lse_atol, lse_rtol;          /* |L-Lg| <= lse_atol + lse_rtol*|Lg| */
+    /* the same rule for the backward's dQ, dK and dV (section [gradients]) */
+    double grad_max_factor, grad_atol_steps, grad_mean_factor, grad_mean_eps_steps;
 } attn_tolerance;
+
+/* The output rule's factors for gradients: t with [gradients]' values in the [output] fields. */
+attn_tolerance attn_tolerance_for_gradients(const attn_tolerance *t);
 
 /* Reads an INI file (see thresholds/tolerance.ini). Every key is required, once, with a
  * finite number >= 0; every line is read whole (harness/ini_file.h). Returns 0, or non-zero

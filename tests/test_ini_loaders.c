@@ -31,6 +31,7 @@ static const char *write_bytes(const char *text, size_t len) {
 #define HEAD GPU PEAKS /* 6 lines */
 #define OUTPUT "[output]\nmax_factor = 2\natol_steps = 2\nmean_factor = 1.5\nmean_eps_steps = 0.01\n"
 #define LSE "[lse]\natol = 1e-3\nrtol = 1e-4\n"
+#define GRADIENTS "[gradients]\nmax_factor = 3\natol_steps = 2\nmean_factor = 1.5\nmean_eps_steps = 0.01\n"
 
 /* text[0..len) loaded as a thresholds file (tolerance 0) or a tolerance file must be refused
  * with `expect` (%s: the file's path) in the message. */
@@ -201,11 +202,11 @@ START_TEST(from_memory) {
     ck_assert_int_ne(attn_thresholds_parse(text, (size_t)n - 3, "mem.ini", &t, err, sizeof err), 0); /* 'min_roofline = 0' */
     ck_assert_str_eq(err, "mem.ini:9: [k * * * 1-8] min_roofline: expected a positive number, got '0'");
     attn_tolerance tol;
-    const char good[] = OUTPUT LSE;
+    const char good[] = GRADIENTS OUTPUT LSE;
     ck_assert_msg(attn_tolerance_parse(good, sizeof good - 1, "tol.ini", &tol, err, sizeof err) == 0, "%s", err);
     ck_assert_double_eq(tol.lse_rtol, 1e-4);
     ck_assert_int_ne(attn_tolerance_parse(good, sizeof good - 3, "tol.ini", &tol, err, sizeof err), 0);
-    ck_assert_str_eq(err, "tol.ini:8: [lse] rtol: expected a non-negative number, got '1e-'");
+    ck_assert_str_eq(err, "tol.ini:13: [lse] rtol: expected a non-negative number, got '1e-'");
 }
 END_TEST
 

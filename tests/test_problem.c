@@ -453,6 +453,62 @@ END_TEST
 
 /* ---- attn_seqs_make: packed and paged layouts the harness builds ---- */
 
+/* The backward's problem (ABI version 5): make_packed_k's forward (packed K/V, used keys)
+ * with an LSE, dO, dQ, dK, dV in its layouts; one edit, then attn_bwd_problem_check. */
+static char buf_do, buf_dq, buf_dk, buf_dv, buf_lse[4];
+static char buf_ws[512] __attribute__((aligned(256)));
+static void bwd_case(void (*edit)(attn_bwd_params *, problem *), const char *expect, int line) {
+    problem x;
+    make_packed_k(&x);
+    x.p.lse = (float *)buf_lse;
+    attn_bwd_params bp = {.fwd = &x.p, .dout = &buf_do, .dq = &buf_dq, .dk = &buf_dk, .dv = &buf_dv};
+    bp.do_head_stride = bp.dq_head_stride = bp.dk_head_stride = bp.dv_head_stride = 64;
+    bp.do_row_stride = bp.dq_row_stride = bp.dk_row_stride = bp.dv_row_stride = 1024;
+    if (edit) edit(&bp, &x);
+    char err[512] = "";
+    int rc = attn_bwd_problem_check(&bp, &x.h, err, sizeof err);
+    if (!expect)
+        ck_assert_msg(rc == 0, "line %d: expected to pass, got: %s", line, err);
+    else
+        ck_assert_msg(rc == 1 && strstr(err, expect), "line %d: expected '%s', got rc %d: %s", line, expect, rc, err);
+}
+static void no_lse(attn_bwd_params *bp, problem *x) { (void)bp, x->p.lse = NULL; }
+static void no_dk(attn_bwd_params *bp, problem *x) { (void)x, bp->dk = NULL; }
+static void dq_broadcast(attn_bwd_params *bp, problem *x) { (void)x, bp->dq_head_stride = 0; }
+static void dv_row0(attn_bwd_params *bp, problem *x) { (void)x, bp->dv_row_stride = 0; }
+static void do_negative(attn_bwd_params *bp, problem *x) { (void)x, bp->do_batch_stride = -1; }
+static void det2(attn_bwd_params *bp, problem *x) { (void)x, bp->deterministic = 2; }
+static void ws_bytes_only(attn_bwd_params *bp, problem *x) { (void)x, bp->workspace_bytes = 256; }
+static void ws_unaligned(attn_bwd_params *bp, problem *x) {
+    (void)x, bp->workspace = buf_ws + 1, bp->workspace_bytes = 256;
+}
+static void paged(attn_bwd_params *bp, problem *x) {
+    (void)bp;
+    problem full;
+    make_full(&full);
+    x->p = full.p, x->h = full.h, x->p.lse = (float *)buf_lse;
+    x->p.cu_seqlens_q = x->h.cu_seqlens_q = x->cu_q, x->p.block_table = x->h.block_table = &x->table[0][0];
+    x->p.seqused_k = x->h.seqused_k = x->used;
+}
+static void no_fwd(attn_bwd_params *bp, problem *x) { (void)x, bp->fwd = NULL; }
+static void fwd_invalid(attn_bwd_params *bp, problem *x) { (void)bp, x->p.heads_k = 3; }
+
+START_TEST(bwd_problem) {
+    bwd_case(NULL, NULL, __LINE__);
+    bwd_case(no_lse, "lse is NULL", __LINE__);
+    bwd_case(no_dk, "dk is NULL", __LINE__);
+    bwd_case(dq_broadcast, "dq head stride 0 with 8 heads", __LINE__);
+    bwd_case(dv_row0, "dv row stride 0 with 80 rows", __LINE__);
+    bwd_case(do_negative, "dout strides (batch -1", __LINE__);
+    bwd_case(det2, "deterministic 2 must be 0 or 1", __LINE__);
+    bwd_case(ws_bytes_only, "workspace NULL with workspace_bytes 256", __LINE__);
+    bwd_case(ws_unaligned, "is not 256-byte aligned", __LINE__);
+    bwd_case(paged, "a paged problem has no backward", __LINE__);
+    bwd_case(no_fwd, "fwd is NULL", __LINE__);
+    bwd_case(fwd_invalid, "heads_k 3 does not divide heads 8", __LINE__);
+}
+END_TEST
+
 START_TEST(seqs_packed) {
     const int lq[4] = {0, 1, 17, 5}, lk[4] = {3, 0, 40, 1};
     attn_seqs s;
@@ -533,6 +589,7 @@ int main(void) {
     tcase_add_test(tc, problem_paged_seqlen_k);
     tcase_add_test(tc, problem_seqused_k);
     tcase_add_test(tc, problem_strides);
+    tcase_add_test(tc, bwd_problem);
     tcase_add_test(tc, seqs_packed);
     tcase_add_test(tc, seqs_paged);
     suite_add_tcase(s, tc);

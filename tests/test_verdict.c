@@ -11,7 +11,7 @@
 enum { ROWS = 64, D = 16, N = ROWS * D };
 static float g[N], r[N], o[N];
 static unsigned char empty[ROWS];
-static const attn_tolerance tol = {2.0, 2.0, 1.5, 0.01, 1e-3, 1e-4};
+static const attn_tolerance tol = {2.0, 2.0, 1.5, 0.01, 1e-3, 1e-4, 3.0, 2.0, 1.5, 0.01};
 static const double STEP = 1.0 / 1024; /* fp16 spacing in [1, 2) */
 
 /* G in [1, 2); R = G + one fp16 step on every other element (mean|R-G| = STEP/2) */
@@ -144,7 +144,8 @@ static char path[64];
 static const char *write_ini(const char *text) { return attn_unit_temp_file(path, text); }
 
 static const char *GOOD = "[output]\nmax_factor = 2\natol_steps = 2\nmean_factor = 1.5\n"
-                          "mean_eps_steps = 0.01\n[lse]\natol = 1e-3\nrtol = 1e-4\n";
+                          "mean_eps_steps = 0.01\n[lse]\natol = 1e-3\nrtol = 1e-4\n"
+                          "[gradients]\nmax_factor = 3\natol_steps = 2\nmean_factor = 1.5\nmean_eps_steps = 0.01\n";
 
 START_TEST(shipped_tolerance_file_loads) {
     const char *f = getenv("ATTN_TOLERANCE_FILE");
@@ -164,6 +165,10 @@ START_TEST(good_ini) {
     unlink(path);
     ck_assert_double_eq(t.lse_rtol, 1e-4);
     ck_assert_double_eq(t.atol_steps, 2);
+    ck_assert_double_eq(t.grad_max_factor, 3);
+    attn_tolerance g = attn_tolerance_for_gradients(&t);
+    ck_assert_double_eq(g.max_factor, 3);
+    ck_assert_double_eq(g.mean_eps_steps, 0.01);
 }
 END_TEST
 

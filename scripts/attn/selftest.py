@@ -13,7 +13,9 @@ kernel running the rows of its pairwise covering array with the correctness chec
 features/<kernel> tests do, and with --packed the packed batches (shapes/packed.txt: varlen,
 paged, seqused_k), their pairwise rows with the checks 'packed' and 'inputs_unchanged', as
 packed/<kernel> does. A kernel without a feature reports those cases not supported, without a
-launch.
+launch. The backward (ABI version 5): the same matrix and the features' pairwise rows again
+with the backward's checks (groups backward and bwd_contract), as backward/<kernel> does; a
+kernel without bwd has those cases not supported.
 
 Python never parses a shapes file: attn_shapes --json FILE gives each matrix, and
 attn_shapes --checks-json the check table, the one source of the check names.
@@ -40,6 +42,9 @@ PROG = "selftest"
 # cached across calls), then the packed batches' own ('packed': only a packed case runs it,
 # and a packed case runs only it and inputs_unchanged)
 CONTRACT_GROUPS = ("correctness", "contract")
+# the backward's checks and its contract, on the same matrix (backward/<dtype>/d<D>/<mask>) and
+# the features' pairwise rows: a kernel without bwd has those cases not supported, unlaunched
+BACKWARD_GROUPS = ("backward", "bwd_contract")
 
 
 def check_names(table, groups):
@@ -171,9 +176,14 @@ def main():
     correctness = check_names(table, ("correctness",))
     a.all_checks = check_names(table, CONTRACT_GROUPS + ("packed",))
     shapes = lambda path: load_shapes(path, PROG, a.shapes_tool, build)  # noqa: E731
+    backward = check_names(table, BACKWARD_GROUPS)
+    a.all_checks += backward
     groups = read_shapes(shapes(a.shapes), check_names(table, CONTRACT_GROUPS)) + (
         [read_features(shapes(a.features), correctness)] if a.features else []) + (
-        [read_packed(shapes(a.packed))] if a.packed else [])
+        [read_packed(shapes(a.packed))] if a.packed else []) + [
+        ("backward/" + what, "backward/", backward, args) for what, _, _, args in read_shapes(shapes(a.shapes), [])] + (
+        [("backward/features", "backward/features/", check_names(table, ("backward",)),
+          read_features(shapes(a.features), [])[3])] if a.features else [])
     listed = subprocess.run([a.lister, a.plugin], capture_output=True, text=True)
     if listed.returncode:
         sys.exit(f"selftest: {listed.stderr.strip()}")

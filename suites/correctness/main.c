@@ -107,6 +107,16 @@ static int listed(const char *list, const char *name) {
     return 0;
 }
 
+/* Whether the comma-separated list names a check of the backward's groups (backward,
+ * bwd_contract, bwd_launch): the case is then the backward's, asked of the kernel's bwd. */
+static int backward_checks(const char *checks) {
+    for (int i = 0; i < N_CHECKS; i++)
+        if ((!strcmp(CHECKS[i].group, "backward") || !strncmp(CHECKS[i].group, "bwd_", 4)) &&
+            listed(checks, CHECKS[i].name))
+            return 1;
+    return 0;
+}
+
 /* 0, or the first unknown name of the list in `bad` */
 static int checks_valid(const char *list, char *bad, size_t badlen) {
     char buf[512];
@@ -576,14 +586,18 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
     char why[512];
     attn_case_verdict v;
     const attn_fwd_params shape = case_shape(s, c);
-    if (attn_kernel_lacks(x->kernel, &shape, why, sizeof why)) { /* said before any launch */
+    const int backward = backward_checks(s->checks);
+    const attn_bwd_params bwd_shape = {.fwd = &shape};
+    if (backward ? attn_kernel_lacks_bwd(x->kernel, &bwd_shape, why, sizeof why) != NULL
+                 : attn_kernel_lacks(x->kernel, &shape, why, sizeof why) != NULL) { /* said before any launch */
         printf("CASE %s NOT_SUPPORTED (0.00 s)\nNOT SUPPORTED: %s\n", c->label, why);
         v = ATTN_CASE_UNSUPPORTED;
     } else if (!enough_memory(x, c, why, sizeof why)) {
         printf("CASE %s SKIPPED: %s\n", c->label, why);
         v = ATTN_CASE_SKIPPED;
     } else {
-        v = run_checks(x, c->nseq ? "packed,inputs_unchanged" : s->checks, t0); /* a packed case's own */
+        /* a packed case's own checks; the backward's take packed cases as they are */
+        v = run_checks(x, c->nseq && !backward ? "packed,inputs_unchanged" : s->checks, t0);
     }
     cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
     cudaError_t e = cudaDeviceSynchronize();

@@ -1,0 +1,400 @@
+/* The backward pass's checks (groups backward, bwd_contract and bwd_launch in checks.def).
+ * Each builds the case's backward problem (harness/gpu_problem.h: the forward's O and LSE
+ * from the golden reference, dO random, dQ, dK, dV and the workspace poisoned), launches bwd
+ * and judges dQ, dK and dV by the verdict rule with [gradients]' factors against the float32
+ * backward and its fp16/bf16 twin (reference.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "context.h"
+#include "gpu_verify.h"
+#include "problem.h"
+#include "registry.h"
+
+enum { RACE_LAUNCHES = 20, DETERMINISM_LAUNCHES = 3 };
+
+static int declares_deterministic(const check_ctx *c) { return (c->kernel->bwd_caps & ATTN_BWD_DETERMINISTIC) != 0; }
+
+/* The backward problem of d, the references included; 0, or 1 said. A kernel that does not take
+ * its backward: CHECK_UNSUPPORTED in *oc, the reason kept for the case's report. */
+static int build_bwd_with(check_ctx *c, attn_bwd_problem *x, const attn_problem_desc *d, const attn_layout *layout,
+                          int deterministic, attn_reference *ref, outcome *oc) {
+    char err[1024];
+    memset(x, 0, sizeof *x);
+    *oc = CHECK_FAIL;
+    attn_gpu_problem plan; /* the forward problem on the host, to ask the kernel first */
+    if (attn_gpu_problem_plan(&plan, d, err, sizeof err)) {
+        say(c, "  %s\n", err);
+        return 1;
+    }
+    attn_bwd_params shape = {.fwd = &plan.p, .deterministic = deterministic};
+    char why[512];
+    const char *lacks = attn_kernel_lacks_bwd(c->kernel, &shape, why, sizeof why);
+    attn_seqs_free(&plan.seqs);
+    if (lacks) {
+        if (!c->unsupported[0]) snprintf(c->unsupported, sizeof c->unsupported, "%s", why);
+        *oc = CHECK_UNSUPPORTED;
+        return 1;
+    }
+    if (attn_bwd_problem_build(x, d, layout, c->kernel, deterministic, ref, c->stream, err, sizeof err)) {
+        say(c, "  %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int build_bwd(check_ctx *c, attn_bwd_problem *x, const attn_problem_desc *d, const attn_layout *layout,
+                     int deterministic, outcome *oc) {
+    return build_bwd_with(c, x, d, layout, deterministic, c->ref, oc);
+}
+
+/* bwd's return value as a launch result */
+static launch_result bwd_result(check_ctx *c, int rc) {
+    if (rc == ATTN_UNSUPPORTED) {
+        if (!c->unsupported[0])
+            snprintf(c->unsupported, sizeof c->unsupported, "kernel '%s' returned ATTN_UNSUPPORTED from bwd for %s",
+                     c->kernel->name, c->tc->label);
+        return LAUNCH_UNSUPPORTED;
+    }
+    if (rc != ATTN_OK) {
+        say(c, "  kernel '%s' returned error code %d from bwd\n", c->kernel->name, rc);
+        return LAUNCH_FAILED;
+    }
+    return LAUNCH_OK;
+}
+
+/* Poisons dQ, dK, dV and the workspace, runs bwd, waits, all on c->stream. */
+static launch_result run_bwd(check_ctx *c, attn_bwd_problem *x) {
+    char err[1024];
+    if (attn_bwd_problem_poison(x, ATTN_BWD_OUTPUTS, c->stream, err, sizeof err)) {
+        say(c, "  %s\n", err);
+        return LAUNCH_FAILED;
+    }
+    launch_result lr = bwd_result(c, c->kernel->bwd(&x->bp, c->stream));
+    return lr == LAUNCH_OK ? wait_kernel(c, c->stream) : lr;
+}
+
+/* Header, build, one launch; *fail set when anything before judging failed. */
+static outcome prepare_bwd(check_ctx *c, attn_bwd_problem *x, const attn_problem_desc *d, const attn_layout *layout,
+                           int deterministic, const char *check, int *fail) {
+    say_header(c, check, d);
+    *fail = 1;
+    outcome oc;
+    if (build_bwd(c, x, d, layout, deterministic, &oc)) return oc;
+    launch_result lr = run_bwd(c, x);
+    if (lr != LAUNCH_OK) return launch_outcome(lr);
+    *fail = 0;
+    return CHECK_PASS;
+}
+
+/* (b, h, s, d) of element i of a [batch][heads][rows][dim] view */
+static void grad_where(const attn_fwd_params *v, size_t i, int *b, int *h, int *s, int *d) {
+    *d = (int)(i % v->head_dim_v), i /= v->head_dim_v;
+    *s = (int)(i % v->seqlen_q), i /= v->seqlen_q;
+    *h = (int)(i % v->heads), *b = (int)(i / v->heads);
+}
+
+/* Gradient i by the verdict rule; 0 pass, or 1 with the figures in msg. */
+static int judge_grad(check_ctx *c, attn_bwd_problem *x, int i, const char *what) {
+    char err[1024];
+    attn_fwd_params v;
+    attn_match stale;
+    const char *name = attn_grad_names[i];
+    if (attn_bwd_problem_judged(x, i, &v, &stale, c->stream, err, sizeof err)) {
+        say(c, "  %s: %s: %s\n", what, name, err);
+        return 1;
+    }
+    int bad = 0, b, h, s, d;
+    if (stale.count) {
+        grad_where(&v, stale.first, &b, &h, &s, &d);
+        say(c, "  %s: %s: %llu elements written with values other than 0 at rows past the sequence's used keys "
+            "(seqused_k); first at (b=%d, h=%d, s=%d, d=%d)\n", what, name, stale.count, b, h, s, d);
+        bad = 1;
+    }
+    attn_output_stats st;
+    cudaError_t e = attn_output_stats_gpu(&v, x->g[i], x->r[i], &st, c->stream);
+    if (e != cudaSuccess) {
+        say(c, "  %s: %s: gathering the verdict's figures failed: %s\n", what, name, cudaGetErrorString(e));
+        return 1;
+    }
+    const attn_tolerance tol = attn_tolerance_for_gradients(&c->tol);
+    attn_output_verdict r;
+    attn_output_decide(&st, v.dtype, &tol, &r);
+    if (r.rule == ATTN_RULE_PASS) return bad;
+    grad_where(&v, r.worst, &b, &h, &s, &d);
+    say(c, "  %s: %s: %s", what, name, attn_rule_name(r.rule));
+    if (r.rule == ATTN_RULE_NONFINITE || r.rule == ATTN_RULE_EMPTY_ROW)
+        say(c, " (%zu of %zu elements%s)", r.bad_count, x->elems[i],
+            r.rule == ATTN_RULE_NONFINITE ? ": NaN poison left means never written" : ": a row that sees no key");
+    say(c, "\n  max|%s-G| = %.4g  bound %.4g = %g x max|R-G| %.4g + atol %.4g (%g steps of %.3g)\n", name, r.max_err,
+        r.max_bound, tol.max_factor, r.max_ref_err, r.atol, tol.atol_steps, r.step);
+    say(c, "  mean|%s-G| = %.4g  bound %.4g = %g x mean|R-G| %.4g + %.3g\n", name, r.mean_err, r.mean_bound,
+        tol.mean_factor, r.mean_ref_err, r.mean_bound - tol.mean_factor * r.mean_ref_err);
+    attn_tensor_view tv = {v.batch, v.heads, v.seqlen_q, v.head_dim_v, v.o_batch_stride, v.o_head_stride, v.o_row_stride};
+    say(c, "  %s element (b=%d, h=%d, s=%d, d=%d): %s=%.6g G=%.6g R=%.6g\n",
+        r.rule == ATTN_RULE_MAX || r.rule == ATTN_RULE_MEAN ? "worst" : "first bad", b, h, s, d, name,
+        attn_peek_view(v.o, v.dtype, &tv, r.worst), attn_peek_f32(x->g[i], r.worst), attn_peek_f32(x->r[i], r.worst));
+    return 1;
+}
+
+static int judge_grads(check_ctx *c, attn_bwd_problem *x, const char *what) {
+    int bad = 0;
+    for (int i = 0; i < 3; i++) bad |= judge_grad(c, x, i, what);
+    return bad;
+}
+
+/* 15. dQ, dK, dV of normal random inputs and dO, the default (non-deterministic) path */
+outcome check_bwd_accuracy(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_accuracy);
+    int fail;
+    outcome oc = prepare_bwd(c, &x, &d, NULL, 0, "bwd_accuracy", &fail);
+    if (!fail) oc = judge_grads(c, &x, "backward") ? CHECK_FAIL : CHECK_PASS;
+    attn_bwd_problem_free(&x);
+    return oc;
+}
+
+/* Bytes of buffer t of x in [from, to) that lost their poison; said, 0 when none. */
+static int guard_written(check_ctx *c, const attn_bwd_problem *x, int t, const char *name) {
+    const size_t G = ATTN_GUARD_BYTES, data = x->bytes[t] - 2 * G;
+    const struct { size_t from, to; const char *where; } band[] = {{0, G, "before"}, {G + data, x->bytes[t], "after"}};
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {
+        attn_match m;
+        if (attn_count_changed_bytes(x->buf[t], band[k].from, band[k].to, ATTN_POISON, &m, c->stream) != cudaSuccess) {
+            say(c, "  counting bytes on the GPU failed\n");
+            return 1;
+        }
+        if (m.count)
+            bad = 1, say(c, "  %llu bytes written in the %zu bytes %s %s%s\n", m.count, G, band[k].where, name,
+                         t == ATTN_G_WS ? " (past its workspace_bytes)" : "");
+    }
+    return bad;
+}
+
+/* 16. nothing written around dQ, dK, dV and the workspace, or in the padding between the
+ * gradients' rows (padded layouts) */
+outcome check_bwd_guard_bands(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_guard_bands);
+    const attn_layout padded[4] = {ATTN_LAYOUT_BSHD_PADDED, ATTN_LAYOUT_BSHD_PADDED, ATTN_LAYOUT_BSHD_PADDED,
+                                   ATTN_LAYOUT_BSHD_PADDED};
+    int fail;
+    outcome oc = prepare_bwd(c, &x, &d, padded, 0, "bwd_guard_bands", &fail);
+    if (fail) goto done;
+    int bad = 0;
+    for (int i = 0; i < 3; i++) {
+        bad |= guard_written(c, &x, ATTN_G_DQ + i, attn_grad_names[i]);
+        const attn_tensor_view v = attn_bwd_problem_view(&x, i);
+        attn_match pad;
+        if (attn_count_padding_written(attn_bwd_problem_data(&x, ATTN_G_DQ + i), x.st[i + 1].extent, v.row_stride,
+                                       (int64_t)v.heads * v.dim, &pad, c->stream) != cudaSuccess)
+            bad = 1, say(c, "  counting padding on the GPU failed\n");
+        else if (pad.count && d.nseq == 0)
+            bad = 1, say(c, "  %llu padding elements between %s's rows written (row stride %lld)\n", pad.count,
+                         attn_grad_names[i], (long long)v.row_stride);
+    }
+    if (x.buf[ATTN_G_WS]) bad |= guard_written(c, &x, ATTN_G_WS, "the workspace");
+    oc = bad ? CHECK_FAIL : CHECK_PASS;
+done:
+    attn_bwd_problem_free(&x);
+    return oc;
+}
+
+/* dQ, dK, dV's buffers (guard bands included) copied into `keep`, or compared with it:
+ * the differing bytes said. 0 same (or copied), 1 differ or an error. */
+static int grads_same(check_ctx *c, const attn_bwd_problem *x, void *keep[3], int launch) {
+    int bad = 0;
+    for (int i = 0; i < 3; i++) {
+        const int t = ATTN_G_DQ + i;
+        if (!keep[i]) {
+            if (cudaMalloc(&keep[i], x->bytes[t]) != cudaSuccess ||
+                cudaMemcpyAsync(keep[i], x->buf[t], x->bytes[t], cudaMemcpyDeviceToDevice, c->stream) != cudaSuccess) {
+                say(c, "  keeping the gradients failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+                return 1;
+            }
+            continue;
+        }
+        attn_match m;
+        if (attn_count_diff_bytes(keep[i], x->buf[t], x->bytes[t], &m, c->stream) != cudaSuccess) {
+            say(c, "  comparing the gradients failed\n");
+            return 1;
+        }
+        if (m.count)
+            bad = 1, say(c, "  launch %d: %s differs from launch 1 in %llu bytes (first at byte %lld of its data) "
+                         "though bwd was asked to be deterministic\n", launch, attn_grad_names[i], m.count,
+                         (long long)m.first - ATTN_GUARD_BYTES);
+    }
+    return bad;
+}
+
+/* `n` launches of x, each judged; with `deterministic` each also bit-identical to the first. */
+static outcome repeated(check_ctx *c, attn_bwd_problem *x, int n, int deterministic) {
+    void *keep[3] = {NULL, NULL, NULL};
+    outcome oc = CHECK_PASS;
+    char what[64];
+    for (int k = 1; k <= n && oc == CHECK_PASS; k++) {
+        launch_result lr = k == 1 ? LAUNCH_OK : run_bwd(c, x); /* the first ran in prepare_bwd */
+        snprintf(what, sizeof what, "launch %d of %d", k, n);
+        if (lr != LAUNCH_OK)
+            oc = launch_outcome(lr);
+        else if ((deterministic && grads_same(c, x, keep, k)) || judge_grads(c, x, what))
+            oc = CHECK_FAIL;
+    }
+    for (int i = 0; i < 3; i++) cudaFree(keep[i]);
+    return oc;
+}
+
+/* 17. deterministic = 1 (a kernel that declares ATTN_BWD_DETERMINISTIC): three launches
+ * bit-identical; else deterministic = 0: each of three within the verdict */
+outcome check_bwd_determinism(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_determinism);
+    const int det = declares_deterministic(c);
+    int fail;
+    outcome oc = prepare_bwd(c, &x, &d, NULL, det, "bwd_determinism", &fail);
+    if (!fail) oc = repeated(c, &x, DETERMINISM_LAUNCHES, det);
+    attn_bwd_problem_free(&x);
+    return oc;
+}
+
+/* 18. BHSD and padded layouts of every tensor, dO's and O's differing (a dense problem; a
+ * packed one has the rows layout only) */
+outcome check_bwd_layouts(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_layouts);
+    d.layout[0] = ATTN_LAYOUT_BHSD, d.layout[1] = ATTN_LAYOUT_BSHD_PADDED;
+    d.layout[2] = ATTN_LAYOUT_BHSD_PADDED, d.layout[3] = ATTN_LAYOUT_BHSD;
+    const attn_layout grads[4] = {ATTN_LAYOUT_BHSD_PADDED, ATTN_LAYOUT_BHSD, ATTN_LAYOUT_BHSD_PADDED,
+                                  ATTN_LAYOUT_BSHD_PADDED};
+    int fail;
+    outcome oc = prepare_bwd(c, &x, &d, grads, 0, "bwd_layouts", &fail);
+    if (!fail) oc = judge_grads(c, &x, "layouts q BHSD, k BSHD+pad, v BHSD+pad, o BHSD, dO BHSD+pad") ? CHECK_FAIL
+                                                                                                       : CHECK_PASS;
+    attn_bwd_problem_free(&x);
+    return oc;
+}
+
+/* 19. bwd leaves its inputs as they were: Q, K, V against their fill, the layout arrays
+ * against their host copies (attn_gpu_problem_input_changes), O, the LSE and dO (guard
+ * bands included) against copies taken before the launch */
+outcome check_bwd_inputs_unchanged(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_inputs_unchanged);
+    say_header(c, "bwd_inputs_unchanged", &d);
+    outcome oc;
+    if (build_bwd(c, &x, &d, NULL, 0, &oc)) return oc;
+    void *keep[3] = {NULL, NULL, NULL};
+    void *const bufs[3] = {x.f.buf[ATTN_T_O], x.f.buf[ATTN_T_LSE], x.buf[ATTN_G_DO]};
+    const size_t bytes[3] = {x.f.bytes[ATTN_T_O], x.f.bytes[ATTN_T_LSE], x.bytes[ATTN_G_DO]};
+    static const char *const names[3] = {"O", "LSE", "dO"};
+    oc = CHECK_FAIL;
+    for (int i = 0; i < 3; i++)
+        if (cudaMalloc(&keep[i], bytes[i]) != cudaSuccess ||
+            cudaMemcpyAsync(keep[i], bufs[i], bytes[i], cudaMemcpyDeviceToDevice, c->stream) != cudaSuccess) {
+            say(c, "  copying the inputs failed\n");
+            goto done;
+        }
+    launch_result lr = run_bwd(c, &x);
+    if (lr != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto done;
+    }
+    int bad = 0;
+    for (int i = 0; i < 3; i++) {
+        attn_match m;
+        if (attn_count_diff_bytes(keep[i], bufs[i], bytes[i], &m, c->stream) != cudaSuccess) {
+            say(c, "  comparing the inputs failed\n");
+            goto done;
+        }
+        if (m.count)
+            bad = 1, say(c, "  input %s modified by bwd: %llu bytes differ, the first at byte %lld of its data\n",
+                         names[i], m.count, (long long)m.first - ATTN_GUARD_BYTES);
+    }
+    attn_input_change ch[ATTN_N_INPUTS];
+    char err[1024], line[512];
+    int n = attn_gpu_problem_input_changes(&x.f, ch, c->stream, err, sizeof err);
+    if (n < 0) {
+        say(c, "  %s\n", err);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        attn_input_change_describe(&x.f, &ch[i], line, sizeof line);
+        say(c, "  %s (by bwd)\n", line);
+    }
+    oc = bad || n ? CHECK_FAIL : CHECK_PASS;
+done:
+    for (int i = 0; i < 3; i++) cudaFree(keep[i]);
+    attn_bwd_problem_free(&x);
+    return oc;
+}
+
+/* 20. a race shows as a result that varies: twenty launches of one problem, each judged, and
+ * bit-identical when the kernel declares ATTN_BWD_DETERMINISTIC (asked for) */
+outcome check_bwd_race(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_race);
+    const int det = declares_deterministic(c);
+    int fail;
+    outcome oc = prepare_bwd(c, &x, &d, NULL, det, "bwd_race", &fail);
+    if (!fail) oc = repeated(c, &x, RACE_LAUNCHES, det);
+    attn_bwd_problem_free(&x);
+    return oc;
+}
+
+/* 21. bwd under CUDA graph capture (global mode, a fresh stream): two replays, each on
+ * poisoned gradients and workspace, judged */
+outcome check_bwd_graph_capture(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_graph_capture);
+    int fail;
+    outcome oc = prepare_bwd(c, &x, &d, NULL, 0, "bwd_graph_capture", &fail); /* the warm-up launch */
+    cudaStream_t s = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    if (fail) goto done;
+    oc = CHECK_FAIL;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) goto done;
+    cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    int rc = e == cudaSuccess ? c->kernel->bwd(&x.bp, s) : ATTN_OK;
+    cudaError_t e2 = cudaStreamEndCapture(s, &graph);
+    if (e == cudaSuccess) e = e2;
+    cudaGetLastError();
+    if (e != cudaSuccess || rc != ATTN_OK || !graph || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+        say(c, "  bwd could not be captured into a CUDA graph (stream capture, global mode): %s, bwd returned %d. "
+            "bwd must only enqueue work on its stream: no host synchronization, no cudaMalloc/cudaFree, no work "
+            "on another stream that is not joined back\n", e != cudaSuccess ? cudaGetErrorString(e) : "no graph", rc);
+        goto done;
+    }
+    for (int replay = 1; replay <= 2; replay++) {
+        char err[1024], what[64];
+        snprintf(what, sizeof what, "replay %d of the captured graph", replay);
+        if (attn_bwd_problem_poison(&x, ATTN_BWD_OUTPUTS, c->stream, err, sizeof err) ||
+            cudaGraphLaunch(exec, c->stream) != cudaSuccess || wait_kernel(c, c->stream) != LAUNCH_OK) {
+            say(c, "  %s failed\n", what);
+            goto done;
+        }
+        if (judge_grads(c, &x, what)) goto done;
+    }
+    oc = CHECK_PASS;
+done:
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (s) cudaStreamDestroy(s);
+    attn_bwd_problem_free(&x);
+    return oc;
+}
+
+/* 22. one bwd, nothing judged: what compute-sanitizer watches. No reference runs (O random,
+ * the LSE 0), so the only other kernels in the process are the input generators. */
+outcome check_bwd_launch(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_launch);
+    say_header(c, "bwd_launch", &d);
+    outcome oc;
+    if (!build_bwd_with(c, &x, &d, NULL, 0, NULL, &oc)) oc = launch_outcome(run_bwd(c, &x));
+    attn_bwd_problem_free(&x);
+    return oc;
+}
