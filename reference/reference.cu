@@ -6,97 +6,20 @@
  * one head per chunk). The gather reads every version-2 layout (grouped KV heads, packed
  * rows, pages) into dense float; everything after it is the same for all of them.
  * Scratch buffers live in the attn_reference and are reused, so calls that share one
- * attn_reference must be ordered (same stream, or synchronized in between). */
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
+ * attn_reference must be ordered (same stream, or synchronized in between). The backward
+ * pass is reference_bwd.cu; what the two share, reference_internal.cuh. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 
-#include "reference.h"
+#define REF_FILE "reference.cu"
+#include "reference_internal.cuh"
 
-#define SCORE_BUDGET_BYTES ((size_t)64 << 20)
-#define MAX_HEAD_DIM 256
-#define THREADS 256
-
-struct attn_reference {
-    cublasHandle_t blas;
-    float *q, *k, *v, *s; /* scratch: [chunk][seq][head_dim] x3, [chunk][seqlen_q][seqlen_k] */
-    size_t q_cap, k_cap, v_cap, s_cap; /* bytes */
-    float *bs, *bp;       /* baseline scratch: float scores, dtype probabilities */
-    size_t bs_cap, bp_cap;
-};
-
-/* ---- error reporting ------------------------------------------------------------- */
-
-static int fail(char *err, size_t errlen, int line, const char *fmt, ...)
-{
-    if (err && errlen) {
-        int n = snprintf(err, errlen, "reference.cu:%d: ", line);
-        if (n >= 0 && (size_t)n < errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return -1;
-}
-
-/* CUDA_CALL(fn, args...) calls fn(args...) and returns from the enclosing function with
- * "reference.cu:LINE: fn: <error text>" in err on failure. Needs err/errlen in scope. */
-#define CUDA_CALL(fn, ...)                                                                \
-    do {                                                                                  \
-        cudaError_t e_ = fn(__VA_ARGS__);                                                 \
-        if (e_ != cudaSuccess)                                                            \
-            return fail(err, errlen, __LINE__, "%s: %s (%s)", #fn, cudaGetErrorString(e_), \
-                        cudaGetErrorName(e_));                                            \
-    } while (0)
-
-#define CUBLAS_CALL(fn, ...)                                                              \
-    do {                                                                                  \
-        cublasStatus_t s_ = fn(__VA_ARGS__);                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                  \
-            return fail(err, errlen, __LINE__, "%s: %s (%s)", #fn, cublasGetStatusName(s_), \
-                        cublasGetStatusString(s_));                                       \
-    } while (0)
-
-/* Kernel launches report configuration errors only through cudaGetLastError. */
-#define LAUNCH_CHECK(name)                                                                \
-    do {                                                                                  \
-        cudaError_t e_ = cudaGetLastError();                                              \
-        if (e_ != cudaSuccess)                                                            \
-            return fail(err, errlen, __LINE__, "launch %s: %s (%s)", name,                \
-                        cudaGetErrorString(e_), cudaGetErrorName(e_));                    \
-    } while (0)
+using namespace attn_ref_internal;
 
 /* ---- kernels ---------------------------------------------------------------------- */
 
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-/* Round-to-nearest-even to the kernel's dtype, back to float (exact). */
-__device__ __forceinline__ float round_to(float x, int dtype)
-{
-    return dtype == ATTN_BF16 ? __bfloat162float(__float2bfloat16_rn(x))
-                              : __half2float(__float2half_rn(x));
-}
-
-/* Where one sequence's rows of one tensor are: row r of head h (h counted from the chunk's
- * first query head h0) is at src + (h0 + h) / group * head_stride + row(r) + d, with
- * row(r) = r * row_stride, or through the sequence's block table (pages). */
-struct rows_view {
-    const void *src;      /* the sequence's first row (dense, packed) or the pool (paged) */
-    int64_t head_stride, row_stride, page_stride;
-    const int32_t *pages; /* NULL, or this sequence's block table row (device) */
-    int page_size;
-    int h0, group;        /* first query head of the chunk; query heads per KV head */
-};
 
 /* dst[h][r][d] = the view's element (h, r, d), h < heads, r < rows, d < dim. Widening is exact. */
 template <typename T>
@@ -114,76 +37,42 @@ __global__ void gather_kernel(rows_view w, int rows, int dim, int64_t total, flo
     }
 }
 
-template <bool kMax>
-__device__ float block_reduce(float v)
-{
-    __shared__ float buf[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int nwarps = (blockDim.x + 31) >> 5;
-    for (int o = 16; o > 0; o >>= 1) {
-        float w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = kMax ? fmaxf(v, w) : v + w;
-    }
-    if (lane == 0) buf[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < nwarps ? buf[lane] : (kMax ? -INFINITY : 0.0f);
-        for (int o = 16; o > 0; o >>= 1) {
-            float w = __shfl_xor_sync(0xffffffffu, v, o);
-            v = kMax ? fmaxf(v, w) : v + w;
-        }
-        if (lane == 0) buf[0] = v;
-    }
-    __syncthreads();
-    v = buf[0];
-    __syncthreads(); /* buf is reused by the next reduction */
-    return v;
-}
-
-/* The mask and softcap of one problem (attn_abi.h): key j is visible to query i iff
- * -left <= j - (i + seqlen_k - seqlen_q) <= right, 0 <= j < seqlen_k (left, right < 0:
- * unbounded); scores are capped before anything else reads them. */
-struct score_rule {
-    int left, right;
-    float softcap; /* 0: off */
-};
-
-/* One block per score row (row = head_in_chunk * seqlen_q + i). Replaces S by P in place
- * and writes lse[row * lse_row_step] (if lse != NULL; lse already points at the chunk's
- * first head). */
-__global__ void softmax_kernel(float *__restrict__ S, int seqlen_q, int seqlen_k, score_rule rule,
-                               int lowp, int dtype, float *__restrict__ lse, int64_t lse_head_stride)
+/* One block per score row (row = head_in_chunk * seqlen_q + i): P from the raw scaled scores
+ * S (P may be S: in place; else S is left as it was) and lse[h * lse_head_stride + i] (if lse
+ * != NULL; lse already points at the chunk's first head). */
+static __global__ void softmax_kernel(const float *S, float *P, int seqlen_q, int seqlen_k, score_rule rule, int lowp,
+                               int dtype, float *__restrict__ lse, int64_t lse_head_stride)
 {
     const int64_t row = blockIdx.x;
     const int64_t i = row % seqlen_q, h = row / seqlen_q;
-    float *s = S + row * seqlen_k;
+    const float *s = S + row * seqlen_k;
+    float *p = P + row * seqlen_k;
 
-    /* the visible keys [lo, hi) */
-    const int64_t diag = i + seqlen_k - seqlen_q;
-    int64_t lo = rule.left < 0 ? 0 : diag - rule.left, hi = rule.right < 0 ? seqlen_k : diag + rule.right + 1;
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > seqlen_k ? seqlen_k : hi;
+    int64_t lo, hi;
+    visible_keys(i, seqlen_q, seqlen_k, rule, &lo, &hi);
     float *lse_row = lse ? lse + h * lse_head_stride + i : NULL;
 
     if (hi <= lo) { /* uniform across the block, so returning early is safe */
-        for (int j = threadIdx.x; j < seqlen_k; j += blockDim.x) s[j] = 0.0f;
+        for (int j = threadIdx.x; j < seqlen_k; j += blockDim.x) p[j] = 0.0f;
         if (lse_row && threadIdx.x == 0) *lse_row = -INFINITY;
         return;
     }
-    if (rule.softcap > 0)
-        for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s[j] = rule.softcap * tanhf(s[j] / rule.softcap);
+    if (rule.softcap > 0) { /* the capped scores go to P, read from there on */
+        for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) p[j] = rule.softcap * tanhf(s[j] / rule.softcap);
+        s = p;
+    }
 
     float m = -INFINITY;
     for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) m = fmaxf(m, s[j]);
-    m = block_reduce<true>(m);
+    m = block_reduce<true>(m); /* its barriers also publish the capped scores to every thread */
 
     float l = 0.0f;
     for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) l += expf(s[j] - m);
     l = block_reduce<false>(l);
 
-    for (int j = threadIdx.x; j < seqlen_k; j += blockDim.x) {
-        float p = j >= lo && j < hi ? expf(s[j] - m) / l : 0.0f;
-        s[j] = lowp ? round_to(p, dtype) : p;
+    for (int j = threadIdx.x; j < seqlen_k; j += blockDim.x) { /* reads s[j] before writing p[j] */
+        float pj = j >= lo && j < hi ? expf(s[j] - m) / l : 0.0f;
+        p[j] = lowp ? round_to(pj, dtype) : pj;
     }
     if (lse_row && threadIdx.x == 0) *lse_row = m + logf(l);
 }
@@ -214,23 +103,19 @@ __global__ void softmax_to_dtype_kernel(const float *__restrict__ S, T *__restri
         pr[j] = (T)(j < nvis ? expf(s[j] - m) / l : 0.0f);
 }
 
-__global__ void round_kernel(float *x, int64_t n, int dtype)
+static __global__ void round_kernel(float *x, int64_t n, int dtype)
 {
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
          idx += (int64_t)gridDim.x * blockDim.x)
         x[idx] = round_to(x[idx], dtype);
 }
 
-/* ---- host helpers ----------------------------------------------------------------- */
+/* ---- host helpers shared with reference_bwd.cu (reference_internal.cuh) ------------- */
 
-static unsigned grid_for(int64_t n)
-{
-    int64_t g = (n + THREADS - 1) / THREADS;
-    return (unsigned)(g < 1 ? 1 : (g > 65536 ? 65536 : g)); /* grid-stride loops do the rest */
-}
+namespace attn_ref_internal {
 
 /* Grows *buf to at least `bytes`. Old contents are not kept. */
-static int grow(float **buf, size_t *cap, size_t bytes, char *err, size_t errlen)
+int grow(float **buf, size_t *cap, size_t bytes, char *err, size_t errlen)
 {
     if (*cap >= bytes) return 0;
     if (*buf) {
@@ -247,8 +132,8 @@ static int grow(float **buf, size_t *cap, size_t bytes, char *err, size_t errlen
 
 /* Gathers `heads` heads of one sequence, as the view places them, into contiguous float
  * dst [heads][rows][dim]. */
-static int gather(const rows_view *w, attn_dtype dtype, int heads, int rows, int dim, float *dst,
-                  cudaStream_t stream, char *err, size_t errlen)
+int gather(const rows_view *w, attn_dtype dtype, int heads, int rows, int dim, float *dst, cudaStream_t stream,
+           char *err, size_t errlen)
 {
     const int64_t total = (int64_t)heads * rows * dim;
     if (total == 0) return 0;
@@ -260,10 +145,28 @@ static int gather(const rows_view *w, attn_dtype dtype, int heads, int rows, int
     return 0;
 }
 
-static size_t elem_size(attn_dtype dtype)
+int softmax_rows(const float *S, float *P, int64_t rows, int seqlen_q, int seqlen_k, score_rule rule, int lowp,
+                 int dtype, float *lse, int64_t lse_head_stride, cudaStream_t stream, const char *fn, char *err,
+                 size_t errlen)
 {
-    return dtype == ATTN_F16 ? sizeof(__half) : sizeof(__nv_bfloat16);
+    if (rows > 0x7fffffff)
+        return fail(err, errlen, __LINE__, "%s: %lld softmax rows exceed the grid", fn, (long long)rows);
+    softmax_kernel<<<(unsigned)rows, THREADS, 0, stream>>>(S, P, seqlen_q, seqlen_k, rule, lowp, dtype, lse,
+                                                           lse_head_stride);
+    LAUNCH_CHECK("softmax_kernel");
+    return 0;
 }
+
+/* x[0..n) rounded to the dtype in place. */
+int round_floats(float *x, int64_t n, int dtype, cudaStream_t stream, char *err, size_t errlen)
+{
+    if (n <= 0) return 0;
+    round_kernel<<<grid_for(n), THREADS, 0, stream>>>(x, n, dtype);
+    LAUNCH_CHECK("round_kernel");
+    return 0;
+}
+
+} /* namespace attn_ref_internal */
 
 /* ---- public API ------------------------------------------------------------------- */
 
@@ -299,6 +202,8 @@ extern "C" void attn_ref_destroy(attn_reference *r)
     cudaFree(r->s);
     cudaFree(r->bs);
     cudaFree(r->bp);
+    float *bwd[] = {r->p, r->ds, r->dout, r->o, r->dk, r->dv};
+    for (size_t i = 0; i < sizeof bwd / sizeof bwd[0]; i++) cudaFree(bwd[i]);
     cublasDestroy(r->blas);
     free(r);
 }
@@ -306,18 +211,18 @@ extern "C" void attn_ref_destroy(attn_reference *r)
 /* The rules of attn_abi.h that p's scalars decide, as harness/problem.h's attn_problem_check
  * has them (the harness checks every rule before it asks for a reference; these keep any
  * other caller from a silent wrong answer or a fault): an invalid problem is refused. */
-static int check_rules(const attn_fwd_params *p, char *err, size_t errlen)
+static int check_rules(const attn_fwd_params *p, const char *fn, char *err, size_t errlen)
 {
     if (p->window_left < -1 || p->window_right < -1 || (p->causal && p->window_right > 0))
         return fail(err, errlen, __LINE__,
-                    "attn_ref_forward: window_left %d, window_right %d%s: invalid (each >= -1, and causal means "
-                    "window_right 0)", p->window_left, p->window_right, p->causal ? " with causal" : "");
+                    "%s: window_left %d, window_right %d%s: invalid (each >= -1, and causal means "
+                    "window_right 0)", fn, p->window_left, p->window_right, p->causal ? " with causal" : "");
     if (p->block_table && (p->cu_seqlens_k || p->page_size < 1 || p->num_pages < 1 || p->block_table_stride < 1 ||
                            (int64_t)p->block_table_stride * p->page_size < p->seqlen_k))
         return fail(err, errlen, __LINE__,
-                    "attn_ref_forward: paged K/V with%s cu_seqlens_k, page_size %d, num_pages %d, block_table_stride "
+                    "%s: paged K/V with%s cu_seqlens_k, page_size %d, num_pages %d, block_table_stride "
                     "%d, seqlen_k %d: invalid (no cu_seqlens_k, each >= 1, block_table_stride * page_size >= seqlen_k)",
-                    p->cu_seqlens_k ? "" : "out", p->page_size, p->num_pages, p->block_table_stride, p->seqlen_k);
+                    fn, p->cu_seqlens_k ? "" : "out", p->page_size, p->num_pages, p->block_table_stride, p->seqlen_k);
     const int64_t strides[12] = {p->q_batch_stride, p->q_head_stride, p->q_row_stride, p->k_batch_stride,
                                  p->k_head_stride,  p->k_row_stride,  p->v_batch_stride, p->v_head_stride,
                                  p->v_row_stride,   p->o_batch_stride, p->o_head_stride, p->o_row_stride};
@@ -325,7 +230,7 @@ static int check_rules(const attn_fwd_params *p, char *err, size_t errlen)
                                            "v_batch", "v_head", "v_row", "o_batch", "o_head", "o_row"};
     for (int i = 0; i < 12; i++)
         if (strides[i] < 0)
-            return fail(err, errlen, __LINE__, "attn_ref_forward: %s_stride %lld must be >= 0", names[i],
+            return fail(err, errlen, __LINE__, "%s: %s_stride %lld must be >= 0", fn, names[i],
                         (long long)strides[i]);
     return 0;
 }
@@ -334,60 +239,67 @@ static int check_rules(const attn_fwd_params *p, char *err, size_t errlen)
  * p has none), as attn_problem_check has them: no row stride 0 over more than one row, each
  * sequence's used keys within its stored ones, the block-table entries it reads (its first
  * ceil(used / page_size), the only ones the gather reads) inside the pool. */
-static int check_sequences(const attn_fwd_params *p, const int32_t *cq, const int32_t *ck, const int32_t *used,
-                           const int32_t *table, char *err, size_t errlen)
+int attn_ref_internal::check_sequences(const attn_fwd_params *p, const int32_t *cq, const int32_t *ck,
+                                       const int32_t *used, const int32_t *table, const char *fn, char *err,
+                                       size_t errlen)
 {
     const int64_t rows_q = cq ? cq[p->batch] : p->seqlen_q;
     const int64_t rows_k = p->block_table ? p->page_size : ck ? ck[p->batch] : p->seqlen_k;
     if ((rows_q > 1 && (p->q_row_stride == 0 || p->o_row_stride == 0)) ||
         (rows_k > 1 && (p->k_row_stride == 0 || p->v_row_stride == 0)))
         return fail(err, errlen, __LINE__,
-                    "attn_ref_forward: a row stride of 0 (q %lld, k %lld, v %lld, o %lld) over more than one row "
-                    "(%lld of Q and O, %lld of K and V): invalid", (long long)p->q_row_stride,
+                    "%s: a row stride of 0 (q %lld, k %lld, v %lld, o %lld) over more than one row "
+                    "(%lld of Q and O, %lld of K and V): invalid", fn, (long long)p->q_row_stride,
                     (long long)p->k_row_stride, (long long)p->v_row_stride, (long long)p->o_row_stride,
                     (long long)rows_q, (long long)rows_k);
     for (int b = 0; b < p->batch; b++) {
         const int stored = ck ? ck[b + 1] - ck[b] : p->seqlen_k;
         if (used && (used[b] < 0 || used[b] > stored))
-            return fail(err, errlen, __LINE__, "attn_ref_forward: seqused_k[%d] = %d is outside [0, %d]", b, used[b],
+            return fail(err, errlen, __LINE__, "%s: seqused_k[%d] = %d is outside [0, %d]", fn, b, used[b],
                         stored);
         const int64_t n = table ? ((int64_t)(used ? used[b] : stored) + p->page_size - 1) / p->page_size : 0;
         for (int64_t j = 0; j < n; j++) {
             const int32_t page = table[(int64_t)b * p->block_table_stride + j];
             if (page < 0 || page >= p->num_pages)
                 return fail(err, errlen, __LINE__,
-                            "attn_ref_forward: block_table[%d][%lld] = %d is outside the pool (num_pages %d)", b,
+                            "%s: block_table[%d][%lld] = %d is outside the pool (num_pages %d)", fn, b,
                             (long long)j, page, p->num_pages);
         }
     }
     return 0;
 }
 
-/* attn_ref_forward's arguments, checked; err names the first that is wrong. (Whether the
+/* The problem's scalars and inputs, checked; err names the first that is wrong. (Whether the
  * problem itself is well-formed is harness/problem.h's attn_problem_check; the rules above
  * are the reference's guard.) */
-static int check_forward_args(const attn_reference *r, const attn_fwd_params *p,
-                              attn_ref_variant variant, const float *o_out, char *err,
-                              size_t errlen)
+int attn_ref_internal::check_problem(const attn_fwd_params *p, attn_ref_variant variant, const char *fn, char *err,
+                                     size_t errlen)
 {
-    if (!r || !p)
-        return fail(err, errlen, __LINE__, "attn_ref_forward: NULL reference or params");
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)
-        return fail(err, errlen, __LINE__, "attn_ref_forward: unknown dtype %d", (int)p->dtype);
+        return fail(err, errlen, __LINE__, "%s: unknown dtype %d", fn, (int)p->dtype);
     if (variant != ATTN_REF_GOLDEN && variant != ATTN_REF_LOWP)
-        return fail(err, errlen, __LINE__, "attn_ref_forward: unknown variant %d", (int)variant);
+        return fail(err, errlen, __LINE__, "%s: unknown variant %d", fn, (int)variant);
     const int dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
     if (p->batch <= 0 || p->heads <= 0 || p->seqlen_q <= 0 || p->seqlen_k <= 0 ||
         p->head_dim <= 0 || p->head_dim > MAX_HEAD_DIM || dv <= 0 || dv > MAX_HEAD_DIM ||
         p->heads_k <= 0 || p->heads % p->heads_k)
         return fail(err, errlen, __LINE__,
-                    "attn_ref_forward: bad shape batch=%d heads=%d heads_k=%d seqlen_q=%d seqlen_k=%d "
+                    "%s: bad shape batch=%d heads=%d heads_k=%d seqlen_q=%d seqlen_k=%d "
                     "head_dim=%d head_dim_v=%d (all must be > 0, heads_k must divide heads, head dims <= %d)",
-                    p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k, p->head_dim, p->head_dim_v,
+                    fn, p->batch, p->heads, p->heads_k, p->seqlen_q, p->seqlen_k, p->head_dim, p->head_dim_v,
                     MAX_HEAD_DIM);
-    if (!p->q || !p->k || !p->v || !o_out)
-        return fail(err, errlen, __LINE__, "attn_ref_forward: NULL q, k, v or o_out");
-    return check_rules(p, err, errlen);
+    if (!p->q || !p->k || !p->v) return fail(err, errlen, __LINE__, "%s: NULL q, k or v", fn);
+    return check_rules(p, fn, err, errlen);
+}
+
+/* attn_ref_forward's arguments: the problem, and where O goes. */
+static int check_forward_args(const attn_reference *r, const attn_fwd_params *p, attn_ref_variant variant,
+                              const float *o_out, char *err, size_t errlen)
+{
+    if (!r || !p)
+        return fail(err, errlen, __LINE__, "attn_ref_forward: NULL reference or params");
+    if (!o_out) return fail(err, errlen, __LINE__, "attn_ref_forward: NULL o_out");
+    return check_problem(p, variant, "attn_ref_forward", err, errlen);
 }
 
 /* One attn_ref_forward call, as every chunk of it needs it (the scratch already grown). */
@@ -400,14 +312,8 @@ struct forward_job {
     cudaStream_t stream;
 };
 
-/* One sequence: its lengths, and where its rows start in q (and o) and in k and v. */
-struct sequence {
-    int b, sq, sk;
-    int64_t q_off, k_off, v_off; /* elements, to its first row of head 0 (k, v: 0 when paged) */
-};
-
 /* The view of tensor k or v (t = 1, 2) of sequence sqn, for query heads from h0. */
-static rows_view kv_view(const attn_fwd_params *p, int t, const sequence *sqn, int h0)
+rows_view attn_ref_internal::kv_view(const attn_fwd_params *p, int t, const sequence *sqn, int h0)
 {
     const int64_t es = (int64_t)elem_size(p->dtype);
     const char *base = (const char *)(t == 1 ? p->k : p->v);
@@ -424,7 +330,7 @@ static rows_view kv_view(const attn_fwd_params *p, int t, const sequence *sqn, i
 }
 
 /* Rows that see no key (a sequence without keys): O zero, LSE -inf. */
-__global__ void keyless_rows_kernel(float *o, int64_t o_head_stride, int rows, int dim, int nh, float *lse,
+static __global__ void keyless_rows_kernel(float *o, int64_t o_head_stride, int rows, int dim, int nh, float *lse,
                                     int64_t lse_head_stride)
 {
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < (int64_t)nh * rows * dim;
@@ -478,13 +384,9 @@ static int forward_chunk(const struct forward_job *j, const sequence *sqn, int h
                 nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 
     /* c) softcap, mask, S -> P in place, plus LSE. */
-    const int64_t rows = (int64_t)nh * Sq;
-    if (rows > 0x7fffffff)
-        return fail(err, errlen, __LINE__,
-                    "attn_ref_forward: %lld softmax rows exceed the grid", (long long)rows);
-    softmax_kernel<<<(unsigned)rows, THREADS, 0, stream>>>(r->s, Sq, Sk, j->rule, j->lowp, (int)p->dtype, lse,
-                                                           maxq);
-    LAUNCH_CHECK("softmax_kernel");
+    if (softmax_rows(r->s, r->s, (int64_t)nh * Sq, Sq, Sk, j->rule, j->lowp, (int)p->dtype, lse, maxq, stream,
+                     "attn_ref_forward", err, errlen))
+        return -1;
 
     /* d) Row-major O [Sq][Dv] is column-major O^T (Dv x Sq, ld Dv) = V^T . P^T, where
      *    row-major V [Sk][Dv] is column-major V^T (Dv x Sk, op N) and row-major
@@ -498,36 +400,33 @@ static int forward_chunk(const struct forward_job *j, const sequence *sqn, int h
                 nh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 
     /* e) LOWP: O as the kernel's dtype would store it (rows not written stay NaN). */
-    if (j->lowp) {
-        const int64_t n = ((int64_t)(nh - 1) * maxq + Sq) * Dv;
-        round_kernel<<<grid_for(n), THREADS, 0, stream>>>(o, n, (int)p->dtype);
-        LAUNCH_CHECK("round_kernel");
-    }
+    if (j->lowp) return round_floats(o, ((int64_t)(nh - 1) * maxq + Sq) * Dv, (int)p->dtype, stream, err, errlen);
     return 0;
 }
 
 /* A device int32 array of n into a new host array (NULL when src is NULL); waits for it. */
-static int to_host(const int32_t *src, int n, int32_t **out, cudaStream_t stream, char *err, size_t errlen)
+int attn_ref_internal::to_host(const int32_t *src, int n, int32_t **out, cudaStream_t stream, const char *fn,
+                               char *err, size_t errlen)
 {
     *out = NULL;
     if (!src) return 0;
     *out = (int32_t *)malloc((size_t)n * sizeof(int32_t));
-    if (!*out) return fail(err, errlen, __LINE__, "attn_ref_forward: out of host memory");
+    if (!*out) return fail(err, errlen, __LINE__, "%s: out of host memory", fn);
     CUDA_CALL(cudaMemcpyAsync, *out, src, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream);
     CUDA_CALL(cudaStreamSynchronize, stream);
     return 0;
 }
 
 /* Sequence b's lengths and first rows, from the host copies of the problem's arrays. */
-static sequence sequence_of(const attn_fwd_params *p, int b, const int32_t *cq, const int32_t *ck,
-                            const int32_t *used)
+sequence attn_ref_internal::sequence_of(const attn_fwd_params *p, int b, const int32_t *cq, const int32_t *ck,
+                                       const int32_t *used)
 {
     sequence s;
     s.b = b;
     s.sq = cq ? cq[b + 1] - cq[b] : p->seqlen_q;
     s.sk = ck ? ck[b + 1] - ck[b] : p->seqlen_k;
     if (used) s.sk = used[b];
-    s.q_off = cq ? (int64_t)cq[b] * p->q_row_stride : (int64_t)b * p->q_batch_stride;
+    s.q_off = first_row_q(cq, b, p->q_batch_stride, p->q_row_stride);
     s.k_off = p->block_table ? 0 : ck ? (int64_t)ck[b] * p->k_row_stride : (int64_t)b * p->k_batch_stride;
     s.v_off = p->block_table ? 0 : ck ? (int64_t)ck[b] * p->v_row_stride : (int64_t)b * p->v_batch_stride;
     return s;
@@ -580,11 +479,12 @@ extern "C" int attn_ref_forward(attn_reference *r, const attn_fwd_params *p,
     if (check_forward_args(r, p, variant, o_out, err, errlen)) return -1;
     /* the problem's arrays, checked before anything is allocated */
     int32_t *cq = NULL, *ck = NULL, *used = NULL, *table = NULL;
-    int rc = to_host(p->cu_seqlens_q, p->batch + 1, &cq, stream, err, errlen) ||
-             to_host(p->cu_seqlens_k, p->batch + 1, &ck, stream, err, errlen) ||
-             to_host(p->seqused_k, p->batch, &used, stream, err, errlen) ||
-             to_host(p->block_table, p->batch * p->block_table_stride, &table, stream, err, errlen) ||
-             check_sequences(p, cq, ck, used, table, err, errlen) ||
+    const char *fn = "attn_ref_forward";
+    int rc = to_host(p->cu_seqlens_q, p->batch + 1, &cq, stream, fn, err, errlen) ||
+             to_host(p->cu_seqlens_k, p->batch + 1, &ck, stream, fn, err, errlen) ||
+             to_host(p->seqused_k, p->batch, &used, stream, fn, err, errlen) ||
+             to_host(p->block_table, p->batch * p->block_table_stride, &table, stream, fn, err, errlen) ||
+             check_sequences(p, cq, ck, used, table, fn, err, errlen) ||
              forward_checked(r, p, variant, o_out, lse_out, stream, cq, ck, used, err, errlen);
     free(cq);
     free(ck);
