@@ -205,6 +205,10 @@ static int collect_mode(builder *b, void *g, int mode, const char *mode_name, he
 int sdpa_make_plan(builder *b, void **ops, int n_ops) {
     attn_cudnn *c = b->c;
     attn_cudnn_plan *pl = b->pl;
+    if (b->ops_only) {
+        b->n_ops = n_ops;
+        return 0;
+    }
     void *g = sdpa_mk(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     if (!g || SA(b, g, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle) ||
         SA(b, g, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops) ||
@@ -270,18 +274,19 @@ static void drop_desc(attn_cudnn_plan *pl, void *d) {
         }
 }
 
-/* Time per run of the plan's current execution plan on p, stream: one warm-up, one run
- * timed alone, then three rounds of `runs` back-to-back runs (0: enough for about 1 ms by
- * the lone run's time, 1 to 50) between events; the fastest round. 0, 1 when this config fails to run (reason in why; the next may
- * work), -1 on a CUDA error (the context may be lost: the search stops). */
-static int time_config(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream, int runs,
+/* Time per run of the plan's current execution plan (run(ctx, ...) on the tuning's buffers),
+ * stream: one warm-up, one run timed alone, then three rounds of `runs` back-to-back runs (0:
+ * enough for about 1 ms by the lone run's time, 1 to 50) between events; the fastest round.
+ * 0, 1 when this config fails to run (reason in why; the next may work), -1 on a CUDA error
+ * (the context may be lost: the search stops). */
+static int time_config(attn_cudnn_plan *pl, sdpa_run_fn run, void *ctx, cudaStream_t stream, int runs,
                        cudaEvent_t ev[2], double *ms, char *why, size_t whylen) {
     float t = 0;
     /* the warm-up (lazy module loading, first-launch costs), then one run that is timed
      * to size the rounds */
-    if (attn_cudnn_plan_run(pl, p, stream, why, whylen)) return 1;
+    if (run(ctx, pl, stream, why, whylen)) return 1;
     cudaError_t e = cudaEventRecord(ev[0], stream);
-    if (e == cudaSuccess && attn_cudnn_plan_run(pl, p, stream, why, whylen)) {
+    if (e == cudaSuccess && run(ctx, pl, stream, why, whylen)) {
         cudaStreamSynchronize(stream);
         return 1;
     }
@@ -297,7 +302,7 @@ static int time_config(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream
     for (int round = 0; round < 3; round++) {
         if ((e = cudaEventRecord(ev[0], stream)) != cudaSuccess) goto cuda_error;
         for (int i = 0; i < runs; i++)
-            if (attn_cudnn_plan_run(pl, p, stream, why, whylen)) {
+            if (run(ctx, pl, stream, why, whylen)) {
                 cudaStreamSynchronize(stream);
                 return 1;
             }
@@ -325,6 +330,11 @@ int sdpa_keep_candidate(attn_cudnn_plan *pl, int best, char *why, size_t whylen)
     pl->first_ms = pl->cands[0].ms > 0 ? pl->cands[0].ms : 0;
     for (int i = 0; i < pl->n_cands; i++)
         if (i != best) drop_desc(pl, pl->cands[i].plan);
+    pl->n_cands = 0;
+    if (pl->bwd) { /* its workspace is the run's (sized for the largest candidate) */
+        pl->workspace_size = cb->workspace;
+        return 0;
+    }
     if (cb->workspace != pl->workspace_size) { /* the chosen one needs less than the largest */
         if (pl->workspace) cudaFree(pl->workspace); /* synchronizes the device */
         pl->workspace = NULL;
@@ -339,13 +349,12 @@ int sdpa_keep_candidate(attn_cudnn_plan *pl, int best, char *why, size_t whylen)
             }
         }
     }
-    pl->n_cands = 0;
     return 0;
 }
 
-/* Runs every candidate on p and keeps the fastest (cudnn-frontend's autotune, with rounds
- * of back-to-back runs). 0; 1 when none ran (reason in why); -1 on a CUDA error. */
-int sdpa_tune_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream, int runs, char *why,
+/* Runs every candidate (run(ctx, ...)) and keeps the fastest (cudnn-frontend's autotune,
+ * with rounds of back-to-back runs). 0; 1 when none ran (reason in why); -1 on a CUDA error. */
+int sdpa_tune_plan(attn_cudnn_plan *pl, sdpa_run_fn run, void *ctx, cudaStream_t stream, int runs, char *why,
                    size_t whylen) {
     const double t0 = sdpa_now_s();
     cudaEvent_t ev[2] = {NULL, NULL};
@@ -363,7 +372,7 @@ int sdpa_tune_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t s
         pl->exec_plan = cd->plan;
         snprintf(pl->engine, sizeof pl->engine, "%s", cd->tag);
         msg[0] = 0;
-        rc = time_config(pl, p, stream, runs, ev, &cd->ms, msg, sizeof msg);
+        rc = time_config(pl, run, ctx, stream, runs, ev, &cd->ms, msg, sizeof msg);
         if (rc < 0) {
             put(why, whylen, "%s", msg);
             break;

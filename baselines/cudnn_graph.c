@@ -53,7 +53,7 @@ int sdpa_fin(builder *b, void *d, const char *what) {
 
 /* ragged: NULL, or the [B+1,1,1,1] tensor of each batch's first element (variable lengths,
  * rows packed) */
-static void *tensor(builder *b, const char *what, int64_t uid, int dtype, const int64_t dims[4],
+void *sdpa_tensor(builder *b, const char *what, int64_t uid, int dtype, const int64_t dims[4],
                     const int64_t strides[4], bool is_virtual, bool by_value, void *ragged) {
     void *t = sdpa_mk(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
     int64_t align = 16;
@@ -71,13 +71,13 @@ static void *tensor(builder *b, const char *what, int64_t uid, int dtype, const 
 }
 
 /* a non-virtual tensor, bound at run time to the pointer of `role` */
-static void *io_tensor_r(builder *b, const char *what, int64_t uid, int role, int dtype, const int64_t dims[4],
+void *sdpa_io_tensor(builder *b, const char *what, int64_t uid, int role, int dtype, const int64_t dims[4],
                          const int64_t strides[4], bool by_value, void *ragged) {
     if (b->pl->n_uids == MAX_UIDS) {
         put(b->why, b->whylen, "internal: too many graph inputs/outputs");
         return NULL;
     }
-    void *t = tensor(b, what, uid, dtype, dims, strides, false, by_value, ragged);
+    void *t = sdpa_tensor(b, what, uid, dtype, dims, strides, false, by_value, ragged);
     if (t) {
         b->pl->uids[b->pl->n_uids] = uid;
         b->pl->roles[b->pl->n_uids++] = role;
@@ -87,16 +87,16 @@ static void *io_tensor_r(builder *b, const char *what, int64_t uid, int role, in
 
 static void *io_tensor(builder *b, const char *what, int64_t uid, int role, int dtype,
                        const int64_t dims[4], const int64_t strides[4], bool by_value) {
-    return io_tensor_r(b, what, uid, role, dtype, dims, strides, by_value, NULL);
+    return sdpa_io_tensor(b, what, uid, role, dtype, dims, strides, by_value, NULL);
 }
 
-static void *virt(builder *b, const char *what, int dtype, const int64_t dims[4],
+void *sdpa_virt(builder *b, const char *what, int dtype, const int64_t dims[4],
                   const int64_t strides[4]) {
-    return tensor(b, what, b->next_uid++, dtype, dims, strides, true, false, NULL);
+    return sdpa_tensor(b, what, b->next_uid++, dtype, dims, strides, true, false, NULL);
 }
 
 /* y = mode(x[, bb[, t]]); axis >= 0 only for GEN_INDEX */
-static void *pointwise(builder *b, const char *what, int mode, int prec, int64_t axis, void *x,
+void *sdpa_pointwise(builder *b, const char *what, int mode, int prec, int64_t axis, void *x,
                        void *bb, void *t, void *y) {
     void *d = sdpa_mk(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
     if (!d || SA(b, d, what, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode) ||
@@ -117,7 +117,7 @@ static void *pointwise(builder *b, const char *what, int mode, int prec, int64_t
 }
 
 /* y = reduce(x) over the dimensions where y has extent 1 */
-static void *reduction(builder *b, const char *what, int mode, void *x, void *y) {
+void *sdpa_reduction(builder *b, const char *what, int mode, void *x, void *y) {
     int comp = CUDNN_DATA_FLOAT;
     void *d = sdpa_mk(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what);
     if (!d ||
@@ -138,7 +138,7 @@ static void *reduction(builder *b, const char *what, int mode, void *x, void *y)
 /* cc = a . bm (batched over the two leading dimensions), float accumulation; m, n, kk: NULL,
  * or per-batch [B,1,1,1] int32 extents of the rows of a, the columns of bm, the inner
  * dimension (variable lengths: the padding beyond them is not computed) */
-static void *matmul(builder *b, const char *what, void *a, void *bm, void *cc, void *m, void *n, void *kk) {
+void *sdpa_matmul(builder *b, const char *what, void *a, void *bm, void *cc, void *m, void *n, void *kk) {
     int comp = CUDNN_DATA_FLOAT;
     void *d = sdpa_mk(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, what);
     if (!d || SA(b, d, what, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp) ||
@@ -206,18 +206,7 @@ int sdpa_graph_op(builder *b, const problem *pr, bool stats_out) {
     return sdpa_make_plan(b, &op, 1);
 }
 
-/* The graph under construction: its operations, and the masks' shared pieces. */
-typedef struct {
-    builder *b;
-    const problem *pr;
-    void *ops[MAX_OPS];
-    int n;
-    int64_t ds[4], ss[4]; /* the [B,H,Sq,Sk] score tensors */
-    void *seq_q, *seq_kv; /* padded: the [B,1,1,1] lengths */
-    void *ninf;           /* the mask value, a by-value scalar (declared by the first mask) */
-} graph;
-
-static int add_op(graph *g, void *op) {
+int sdpa_add_op(sdpa_graph *g, void *op) {
     if (!op) return -1;
     if (g->n == MAX_OPS) {
         put(g->b->why, g->b->whylen, "internal: too many graph operations");
@@ -227,37 +216,32 @@ static int add_op(graph *g, void *op) {
     return 0;
 }
 
-/* y = mode(x[, bb]) into a new virtual [B,H,Sq,Sk] tensor of type dtype, computed in prec;
- * NULL on failure */
-static void *pw(graph *g, const char *what, int mode, int prec, int dtype, void *x, void *bb) {
-    void *y = virt(g->b, what, dtype, g->ds, g->ss);
-    if (!y || add_op(g, pointwise(g->b, what, mode, prec, -1, x, bb, NULL, y))) return NULL;
+void *sdpa_pw(sdpa_graph *g, const char *what, int mode, int prec, int dtype, void *x, void *bb) {
+    void *y = sdpa_virt(g->b, what, dtype, g->ds, g->ss);
+    if (!y || sdpa_add_op(g, sdpa_pointwise(g->b, what, mode, prec, -1, x, bb, NULL, y))) return NULL;
     return y;
 }
 
 /* the row (axis 2) or column (axis 3) index of each score, int32 */
-static void *gen_index(graph *g, const char *what, int prec, int axis, void *s) {
-    void *y = virt(g->b, what, CUDNN_DATA_INT32, g->ds, g->ss);
-    if (!y || add_op(g, pointwise(g->b, what, CUDNN_POINTWISE_GEN_INDEX, prec, axis, s, NULL, NULL, y))) return NULL;
+static void *gen_index(sdpa_graph *g, const char *what, int prec, int axis, void *s) {
+    void *y = sdpa_virt(g->b, what, CUDNN_DATA_INT32, g->ds, g->ss);
+    if (!y || sdpa_add_op(g, sdpa_pointwise(g->b, what, CUDNN_POINTWISE_GEN_INDEX, prec, axis, s, NULL, NULL, y))) return NULL;
     return y;
 }
-
-static void *scalar(graph *g, const char *what, int64_t uid, int role, int dtype);
 
 /* s where keep, else the mask value (-inf) */
-static void *select_keep(graph *g, const char *what, void *s, void *keep) {
+static void *select_keep(sdpa_graph *g, const char *what, void *s, void *keep) {
     /* declared by the first mask: a graph input no operation reads fails cuDNN's variant
      * pack check (CUDNN_STATUS_BAD_PARAM_NULL_POINTER at execution) */
-    if (!g->ninf && !(g->ninf = scalar(g, "mask value scalar", UID_NEG_INF, ROLE_NEG_INF, CUDNN_DATA_FLOAT)))
+    if (!g->ninf && !(g->ninf = sdpa_scalar(g, "mask value scalar", UID_NEG_INF, ROLE_NEG_INF, CUDNN_DATA_FLOAT)))
         return NULL;
-    void *y = virt(g->b, what, CUDNN_DATA_FLOAT, g->ds, g->ss);
-    if (!y || add_op(g, pointwise(g->b, what, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, s, g->ninf, keep, y)))
+    void *y = sdpa_virt(g->b, what, CUDNN_DATA_FLOAT, g->ds, g->ss);
+    if (!y || sdpa_add_op(g, sdpa_pointwise(g->b, what, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, s, g->ninf, keep, y)))
         return NULL;
     return y;
 }
 
-/* a by-value scalar graph input */
-static void *scalar(graph *g, const char *what, int64_t uid, int role, int dtype) {
+void *sdpa_scalar(sdpa_graph *g, const char *what, int64_t uid, int role, int dtype) {
     const int64_t one[4] = {1, 1, 1, 1};
     return io_tensor(g->b, what, uid, role, dtype, one, one, true);
 }
@@ -269,36 +253,39 @@ static void *scalar(graph *g, const char *what, int64_t uid, int role, int dtype
  *   left bound: col + (left + 1) - (sk - sq) > row, i.e. col >= row + (sk - sq) - left
  * sk, sq: per-sequence tensors when padded (bottom-right per sequence), else by-value
  * scalars folded in (Sq == Sk: no shift). Each masked score becomes -inf. */
-static void *masks(graph *g, void *s) {
+void *sdpa_mask_padding(sdpa_graph *g, void *s) {
+    const int I32 = CUDNN_DATA_INT32, BOOL = CUDNN_DATA_BOOLEAN;
+    if (!g->pr->padded) return s;
+    void *row = gen_index(g, "padding row index", I32, 2, s);
+    void *col = row ? gen_index(g, "padding column index", I32, 3, s) : NULL;
+    void *rk = col ? sdpa_pw(g, "row < seq_q", CUDNN_POINTWISE_CMP_LT, BOOL, BOOL, row, g->seq_q) : NULL;
+    void *ck = rk ? sdpa_pw(g, "col < seq_kv", CUDNN_POINTWISE_CMP_LT, BOOL, BOOL, col, g->seq_kv) : NULL;
+    void *keep = ck ? sdpa_pw(g, "padding keep", CUDNN_POINTWISE_LOGICAL_AND, BOOL, BOOL, rk, ck) : NULL;
+    return keep ? select_keep(g, "padding mask", s, keep) : NULL;
+}
+
+void *sdpa_mask_bands(sdpa_graph *g, void *s) {
     const problem *pr = g->pr;
     const int F = CUDNN_DATA_FLOAT, I32 = CUDNN_DATA_INT32, BOOL = CUDNN_DATA_BOOLEAN;
-    if (pr->padded) {
-        void *row = gen_index(g, "padding row index", I32, 2, s);
-        void *col = row ? gen_index(g, "padding column index", I32, 3, s) : NULL;
-        void *rk = col ? pw(g, "row < seq_q", CUDNN_POINTWISE_CMP_LT, BOOL, BOOL, row, g->seq_q) : NULL;
-        void *ck = rk ? pw(g, "col < seq_kv", CUDNN_POINTWISE_CMP_LT, BOOL, BOOL, col, g->seq_kv) : NULL;
-        void *keep = ck ? pw(g, "padding keep", CUDNN_POINTWISE_LOGICAL_AND, BOOL, BOOL, rk, ck) : NULL;
-        if (!keep || !(s = select_keep(g, "padding mask", s, keep))) return NULL;
-    }
     if (pr->right >= 0) {
         void *row = gen_index(g, "row index", F, 2, s);
         void *col = row ? gen_index(g, "column index", F, 3, s) : NULL;
         if (!col) return NULL;
         if (pr->padded) {
-            if (!(row = pw(g, "row + seq_kv", CUDNN_POINTWISE_ADD, I32, I32, row, g->seq_kv)) ||
-                !(row = pw(g, "row + seq_kv - seq_q", CUDNN_POINTWISE_SUB, I32, I32, row, g->seq_q)))
+            if (!(row = sdpa_pw(g, "row + seq_kv", CUDNN_POINTWISE_ADD, I32, I32, row, g->seq_kv)) ||
+                !(row = sdpa_pw(g, "row + seq_kv - seq_q", CUDNN_POINTWISE_SUB, I32, I32, row, g->seq_q)))
                 return NULL;
         } else if (pr->Sq != pr->Sk) {
-            void *skv = scalar(g, "Sk scalar", UID_SKV, ROLE_SKV, I32);
-            if (!skv || !(row = pw(g, "row + Sk", CUDNN_POINTWISE_ADD, I32, I32, row, skv))) return NULL;
-            void *sqs = scalar(g, "Sq scalar", UID_SQ, ROLE_SQ, I32);
-            if (!sqs || !(row = pw(g, "row + Sk - Sq", CUDNN_POINTWISE_SUB, I32, I32, row, sqs))) return NULL;
+            void *skv = sdpa_scalar(g, "Sk scalar", UID_SKV, ROLE_SKV, I32);
+            if (!skv || !(row = sdpa_pw(g, "row + Sk", CUDNN_POINTWISE_ADD, I32, I32, row, skv))) return NULL;
+            void *sqs = sdpa_scalar(g, "Sq scalar", UID_SQ, ROLE_SQ, I32);
+            if (!sqs || !(row = sdpa_pw(g, "row + Sk - Sq", CUDNN_POINTWISE_SUB, I32, I32, row, sqs))) return NULL;
         }
         if (pr->right > 0) {
-            void *r = scalar(g, "right bound scalar", UID_RIGHT, ROLE_RIGHT, I32);
-            if (!r || !(row = pw(g, "row + right", CUDNN_POINTWISE_ADD, I32, I32, row, r))) return NULL;
+            void *r = sdpa_scalar(g, "right bound scalar", UID_RIGHT, ROLE_RIGHT, I32);
+            if (!r || !(row = sdpa_pw(g, "row + right", CUDNN_POINTWISE_ADD, I32, I32, row, r))) return NULL;
         }
-        void *keep = pw(g, "right bound keep", CUDNN_POINTWISE_CMP_GE, BOOL, BOOL, row, col);
+        void *keep = sdpa_pw(g, "right bound keep", CUDNN_POINTWISE_CMP_GE, BOOL, BOOL, row, col);
         if (!keep || !(s = select_keep(g, "right bound mask", s, keep))) return NULL;
     }
     if (pr->left >= 0) {
@@ -306,44 +293,49 @@ static void *masks(graph *g, void *s) {
         void *col = row ? gen_index(g, "column index", F, 3, s) : NULL;
         if (!col) return NULL;
         if (pr->padded) {
-            void *l = scalar(g, "left bound scalar", UID_LEFT, ROLE_LEFT_I, I32);
-            if (!l || !(col = pw(g, "col + left", CUDNN_POINTWISE_ADD, I32, I32, col, l)) ||
-                !(col = pw(g, "col + left - seq_kv", CUDNN_POINTWISE_SUB, I32, I32, col, g->seq_kv)) ||
-                !(col = pw(g, "col + left - seq_kv + seq_q", CUDNN_POINTWISE_ADD, I32, I32, col, g->seq_q)))
+            void *l = sdpa_scalar(g, "left bound scalar", UID_LEFT, ROLE_LEFT_I, I32);
+            if (!l || !(col = sdpa_pw(g, "col + left", CUDNN_POINTWISE_ADD, I32, I32, col, l)) ||
+                !(col = sdpa_pw(g, "col + left - seq_kv", CUDNN_POINTWISE_SUB, I32, I32, col, g->seq_kv)) ||
+                !(col = sdpa_pw(g, "col + left - seq_kv + seq_q", CUDNN_POINTWISE_ADD, I32, I32, col, g->seq_q)))
                 return NULL;
         } else { /* one float: left + 1 - Sk + Sq */
-            void *l = scalar(g, "left bound scalar", UID_LEFT, ROLE_LEFT_F, F);
-            if (!l || !(col = pw(g, "col + left", CUDNN_POINTWISE_ADD, F, F, col, l))) return NULL;
+            void *l = sdpa_scalar(g, "left bound scalar", UID_LEFT, ROLE_LEFT_F, F);
+            if (!l || !(col = sdpa_pw(g, "col + left", CUDNN_POINTWISE_ADD, F, F, col, l))) return NULL;
         }
-        void *keep = pw(g, "left bound keep", CUDNN_POINTWISE_CMP_GT, BOOL, BOOL, col, row);
+        void *keep = sdpa_pw(g, "left bound keep", CUDNN_POINTWISE_CMP_GT, BOOL, BOOL, col, row);
         if (!keep || !(s = select_keep(g, "left bound mask", s, keep))) return NULL;
     }
     return s;
 }
 
+static void *masks(sdpa_graph *g, void *s) {
+    s = sdpa_mask_padding(g, s);
+    return s ? sdpa_mask_bands(g, s) : NULL;
+}
+
 /* The softmax of the masked scores s, as cudnn-frontend emits it: M = max_3(S),
  * E = exp(S - M), Z = sum_3(E), stats = M + log(Z) (bound to a graph output when stats_out,
  * else virtual), P = E / Z in the I/O data type. P, or NULL on failure. */
-static void *softmax(graph *g, void *s, bool stats_out) {
+static void *softmax(sdpa_graph *g, void *s, bool stats_out) {
     builder *b = g->b;
     const int F = CUDNN_DATA_FLOAT;
     const int64_t B = g->pr->B, H = g->pr->H, Sq = g->pr->Sq;
     const int64_t *ds = g->ds, *ss = g->ss, dr[4] = {B, H, Sq, 1}, sr[4] = {H * Sq, Sq, 1, 1};
-    void *mx = virt(b, "row max", F, dr, sr);
-    if (!mx || add_op(g, reduction(b, "reduce max", CUDNN_REDUCE_TENSOR_MAX, s, mx))) return NULL;
-    void *sub = virt(b, "S - max", F, ds, ss);
-    if (!sub || add_op(g, pointwise(b, "sub max", CUDNN_POINTWISE_SUB, F, -1, s, mx, NULL, sub))) return NULL;
-    void *ex = virt(b, "exp", F, ds, ss);
-    if (!ex || add_op(g, pointwise(b, "exp", CUDNN_POINTWISE_EXP, F, -1, sub, NULL, NULL, ex))) return NULL;
-    void *sum = virt(b, "row sum", F, dr, sr);
-    if (!sum || add_op(g, reduction(b, "reduce sum", CUDNN_REDUCE_TENSOR_ADD, ex, sum))) return NULL;
-    void *lg = virt(b, "log sum", F, dr, sr);
-    if (!lg || add_op(g, pointwise(b, "log", CUDNN_POINTWISE_LOG, F, -1, sum, NULL, NULL, lg))) return NULL;
+    void *mx = sdpa_virt(b, "row max", F, dr, sr);
+    if (!mx || sdpa_add_op(g, sdpa_reduction(b, "reduce max", CUDNN_REDUCE_TENSOR_MAX, s, mx))) return NULL;
+    void *sub = sdpa_virt(b, "S - max", F, ds, ss);
+    if (!sub || sdpa_add_op(g, sdpa_pointwise(b, "sub max", CUDNN_POINTWISE_SUB, F, -1, s, mx, NULL, sub))) return NULL;
+    void *ex = sdpa_virt(b, "exp", F, ds, ss);
+    if (!ex || sdpa_add_op(g, sdpa_pointwise(b, "exp", CUDNN_POINTWISE_EXP, F, -1, sub, NULL, NULL, ex))) return NULL;
+    void *sum = sdpa_virt(b, "row sum", F, dr, sr);
+    if (!sum || sdpa_add_op(g, sdpa_reduction(b, "reduce sum", CUDNN_REDUCE_TENSOR_ADD, ex, sum))) return NULL;
+    void *lg = sdpa_virt(b, "log sum", F, dr, sr);
+    if (!lg || sdpa_add_op(g, sdpa_pointwise(b, "log", CUDNN_POINTWISE_LOG, F, -1, sum, NULL, NULL, lg))) return NULL;
     void *stats = stats_out ? io_tensor(b, "stats tensor", UID_STATS, b->pl->stats_role, F, dr, sr, false)
-                            : virt(b, "stats", F, dr, sr);
-    if (!stats || add_op(g, pointwise(b, "add stats", CUDNN_POINTWISE_ADD, F, -1, mx, lg, NULL, stats))) return NULL;
-    void *p = virt(b, "P", g->pr->dtype, ds, ss);
-    if (!p || add_op(g, pointwise(b, "div sum", CUDNN_POINTWISE_DIV, F, -1, ex, sum, NULL, p))) return NULL;
+                            : sdpa_virt(b, "stats", F, dr, sr);
+    if (!stats || sdpa_add_op(g, sdpa_pointwise(b, "add stats", CUDNN_POINTWISE_ADD, F, -1, mx, lg, NULL, stats))) return NULL;
+    void *p = sdpa_virt(b, "P", g->pr->dtype, ds, ss);
+    if (!p || sdpa_add_op(g, sdpa_pointwise(b, "div sum", CUDNN_POINTWISE_DIV, F, -1, ex, sum, NULL, p))) return NULL;
     return p;
 }
 
@@ -368,7 +360,7 @@ int sdpa_graph_composite(builder *b, const problem *pr, bool stats_out) {
     const int64_t dq[4] = {B, H, Sq, D}, sq_[4] = {pr->qs[0], pr->qs[1], pr->qs[2], 1};
     const int64_t dkt[4] = {B, Hk, D, Sk}, dv[4] = {B, Hk, Sk, Dv};
     const int64_t do_[4] = {B, H, Sq, Dv}, so_[4] = {pr->os[0], pr->os[1], pr->os[2], 1};
-    graph g = {.b = b, .pr = pr, .n = 0, .ds = {B, H, Sq, Sk}, .ss = {H * Sq * Sk, Sq * Sk, Sk, 1}};
+    sdpa_graph g = {.b = b, .pr = pr, .n = 0, .ds = {B, H, Sq, Sk}, .ss = {H * Sq * Sk, Sq * Sk, Sk, 1}};
 
     if (pr->padded) {
         g.seq_q = io_tensor(b, "seq_len_q tensor", UID_SEQ_Q, ROLE_SEQ_Q, I32, dseq, one, false);
@@ -385,9 +377,9 @@ int sdpa_graph_composite(builder *b, const problem *pr, bool stats_out) {
          !(voff = io_tensor(b, "V ragged offsets", UID_V_OFF, ROLE_V_OFF, I64, doff, one, false))))
         return -1;
 
-    void *q = io_tensor_r(b, "Q tensor", UID_Q, ROLE_Q, pr->dtype, dq, sq_, false, qoff);
-    void *o = q ? io_tensor_r(b, "O tensor", UID_O, ROLE_O, pr->dtype, do_, so_, false, ooff) : NULL;
-    void *scale = o ? scalar(&g, "scale tensor", UID_SCALE, ROLE_SCALE, F) : NULL;
+    void *q = sdpa_io_tensor(b, "Q tensor", UID_Q, ROLE_Q, pr->dtype, dq, sq_, false, qoff);
+    void *o = q ? sdpa_io_tensor(b, "O tensor", UID_O, ROLE_O, pr->dtype, do_, so_, false, ooff) : NULL;
+    void *scale = o ? sdpa_scalar(&g, "scale tensor", UID_SCALE, ROLE_SCALE, F) : NULL;
     if (!scale) return -1;
 
     void *kt = NULL, *v = NULL, *vpages = NULL, *pages = NULL;
@@ -399,23 +391,23 @@ int sdpa_graph_composite(builder *b, const problem *pr, bool stats_out) {
         pages = io_tensor(b, "block table", UID_PAGES, ROLE_PAGES, I32, dpg, spg, false);
         void *ck = pages ? io_tensor(b, "K pages", UID_K, ROLE_K, pr->dtype, dck, sck, false) : NULL;
         vpages = ck ? io_tensor(b, "V pages", UID_V, ROLE_V, pr->dtype, dcv, scv, false) : NULL;
-        kt = vpages ? virt(b, "K^T (loaded from pages)", pr->dtype, dkt, skt) : NULL;
-        if (!kt || add_op(&g, paged_load(b, "paged cache load of K", ck, pages, g.seq_kv, kt))) return -1;
+        kt = vpages ? sdpa_virt(b, "K^T (loaded from pages)", pr->dtype, dkt, skt) : NULL;
+        if (!kt || sdpa_add_op(&g, paged_load(b, "paged cache load of K", ck, pages, g.seq_kv, kt))) return -1;
     } else {
         const int64_t skt[4] = {pr->ks[0], pr->ks[1], 1, pr->ks[2]}, sv_[4] = {pr->vs[0], pr->vs[1], pr->vs[2], 1};
-        kt = io_tensor_r(b, "K^T tensor", UID_K, ROLE_K, pr->dtype, dkt, skt, false, koff);
-        v = kt ? io_tensor_r(b, "V tensor", UID_V, ROLE_V, pr->dtype, dv, sv_, false, voff) : NULL;
+        kt = sdpa_io_tensor(b, "K^T tensor", UID_K, ROLE_K, pr->dtype, dkt, skt, false, koff);
+        v = kt ? sdpa_io_tensor(b, "V tensor", UID_V, ROLE_V, pr->dtype, dv, sv_, false, voff) : NULL;
         if (!v) return -1;
     }
 
-    void *s = virt(b, "S = Q.K^T", F, g.ds, g.ss);
-    if (!s || add_op(&g, matmul(b, "matmul Q.K^T", q, kt, s, g.seq_q, g.seq_kv, NULL))) return -1;
-    if (!(s = pw(&g, "S * scale", CUDNN_POINTWISE_MUL, F, F, s, scale))) return -1;
+    void *s = sdpa_virt(b, "S = Q.K^T", F, g.ds, g.ss);
+    if (!s || sdpa_add_op(&g, sdpa_matmul(b, "matmul Q.K^T", q, kt, s, g.seq_q, g.seq_kv, NULL))) return -1;
+    if (!(s = sdpa_pw(&g, "S * scale", CUDNN_POINTWISE_MUL, F, F, s, scale))) return -1;
     if (pr->softcap > 0) {
-        void *cap = scalar(&g, "softcap scalar", UID_SOFTCAP, ROLE_SOFTCAP, F);
-        if (!cap || !(s = pw(&g, "S / softcap", CUDNN_POINTWISE_DIV, F, F, s, cap)) ||
-            !(s = pw(&g, "tanh", CUDNN_POINTWISE_TANH_FWD, F, F, s, NULL)) ||
-            !(s = pw(&g, "tanh * softcap", CUDNN_POINTWISE_MUL, F, F, s, cap)))
+        void *cap = sdpa_scalar(&g, "softcap scalar", UID_SOFTCAP, ROLE_SOFTCAP, F);
+        if (!cap || !(s = sdpa_pw(&g, "S / softcap", CUDNN_POINTWISE_DIV, F, F, s, cap)) ||
+            !(s = sdpa_pw(&g, "tanh", CUDNN_POINTWISE_TANH_FWD, F, F, s, NULL)) ||
+            !(s = sdpa_pw(&g, "tanh * softcap", CUDNN_POINTWISE_MUL, F, F, s, cap)))
             return -1;
     }
     if (!(s = masks(&g, s))) return -1;
@@ -424,9 +416,9 @@ int sdpa_graph_composite(builder *b, const problem *pr, bool stats_out) {
     if (!pr_) return -1;
     if (pr->paged) {
         const int64_t svp[4] = {Dv * Sk * Hk, Dv * Sk, Dv, 1};
-        v = virt(b, "V (loaded from pages)", pr->dtype, dv, svp);
-        if (!v || add_op(&g, paged_load(b, "paged cache load of V", vpages, pages, g.seq_kv, v))) return -1;
+        v = sdpa_virt(b, "V (loaded from pages)", pr->dtype, dv, svp);
+        if (!v || sdpa_add_op(&g, paged_load(b, "paged cache load of V", vpages, pages, g.seq_kv, v))) return -1;
     }
-    if (add_op(&g, matmul(b, "matmul P.V", pr_, v, o, g.seq_q, NULL, g.seq_kv))) return -1;
+    if (sdpa_add_op(&g, sdpa_matmul(b, "matmul P.V", pr_, v, o, g.seq_q, NULL, g.seq_kv))) return -1;
     return sdpa_make_plan(b, g.ops, g.n);
 }

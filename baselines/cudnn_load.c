@@ -151,12 +151,7 @@ static int load_symbols(void *lib, cudnn_fns *f, char *why, size_t whylen) {
     return 0;
 }
 
-int attn_cudnn_open(attn_cudnn **out, char *why, size_t whylen) {
-    if (why && whylen) why[0] = 0;
-    if (!out) {
-        put(why, whylen, "attn_cudnn_open: out is NULL");
-        return -1;
-    }
+int sdpa_open_library(attn_cudnn **out, char *why, size_t whylen) {
     *out = NULL;
     char requested[1024];
     const char *chosen_by = CHOSEN_BY_SEARCH;
@@ -185,13 +180,25 @@ int attn_cudnn_open(attn_cudnn **out, char *why, size_t whylen) {
         free(c);
         return -1;
     }
-    cudnn_status st = f->Create(&c->handle);
+    *out = c;
+    return 0;
+}
+
+int attn_cudnn_open(attn_cudnn **out, char *why, size_t whylen) {
+    if (why && whylen) why[0] = 0;
+    if (!out) {
+        put(why, whylen, "attn_cudnn_open: out is NULL");
+        return -1;
+    }
+    attn_cudnn *c = NULL;
+    if (sdpa_open_library(&c, why, whylen)) return -1;
+    cudnn_status st = c->f.Create(&c->handle);
     if (st != CUDNN_STATUS_SUCCESS || !c->handle) {
         char msg[2048];
         sdpa_msg(c, msg, sizeof msg, st, "cudnnCreate", "handle", NULL);
         put(why, whylen, "cuDNN %ld loaded, but %s", c->version, msg);
-        dlclose(lib);
-        free(c);
+        c->handle = NULL;
+        attn_cudnn_close(c);
         return -1;
     }
     *out = c;

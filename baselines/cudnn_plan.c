@@ -15,7 +15,8 @@ void attn_cudnn_plan_destroy(attn_cudnn_plan *pl) {
     if (pl->vpack) pl->c->f.DestroyDescriptor(pl->vpack);
     sdpa_rollback(pl, 0);
     free(pl->descs);
-    if (pl->workspace) cudaFree(pl->workspace);
+    if (pl->workspace && !pl->bwd) cudaFree(pl->workspace); /* a backward plan's is borrowed */
+    if (pl->own_ws) cudaFree(pl->own_ws);
     if (pl->stats) cudaFree(pl->stats);
     if (pl->neg_inf_rows) cudaFree(pl->neg_inf_rows);
     if (pl->lens) cudaFree(pl->lens);
@@ -27,10 +28,9 @@ void attn_cudnn_plan_destroy(attn_cudnn_plan *pl) {
 
 const char *attn_cudnn_plan_kind(const attn_cudnn_plan *pl) { return pl ? pl->kind : "none"; }
 
-/* Plans the cudaMemset2DAsync calls that zero rows [0, n) of every (batch, head) of O. */
-static int plan_zero_fill(attn_cudnn_plan *pl, const attn_fwd_params *p, int64_t n) {
-    const int64_t B = p->batch, H = p->heads, D = p->head_dim_v > 0 ? p->head_dim_v : p->head_dim, E = pl->esize;
-    const int64_t bs = p->o_batch_stride, hs = p->o_head_stride, rs = p->o_row_stride;
+int sdpa_plan_zero_fill(attn_cudnn_plan *pl, int64_t B, int64_t H, int64_t D, int64_t bs, int64_t hs, int64_t rs,
+                        int64_t n) {
+    const int64_t E = pl->esize;
     zero_fill one = {0, 0, 0, 0};
     int count = 0;
     if (hs == D && rs == H * D) { /* all heads of a row, then the rows: n*rs per batch */
@@ -69,7 +69,7 @@ static int plan_zero_fill(attn_cudnn_plan *pl, const attn_fwd_params *p, int64_t
  * in why. */
 static int attempt(attn_cudnn *c, attn_cudnn_plan *pl, const problem *pr, int sdpa_op, bool stats_out,
                    char *why, size_t whylen) {
-    builder b = {c, pl, why, whylen, 100};
+    builder b = {c, pl, why, whylen, 100, 0, 0};
     int mark = pl->n_descs;
     pl->n_uids = 0;
     int rc = sdpa_op ? sdpa_graph_op(&b, pr, stats_out) : sdpa_graph_composite(&b, pr, stats_out);
@@ -121,8 +121,7 @@ static int plain(const problem *pr) {
     return !pr->padded && pr->left < 0 && pr->right < 0 && !(pr->softcap > 0);
 }
 
-/* A plan for p's problem with no graph yet; NULL when out of host memory. */
-static attn_cudnn_plan *new_plan(attn_cudnn *c, const attn_fwd_params *p) {
+attn_cudnn_plan *sdpa_new_plan(attn_cudnn *c, const attn_fwd_params *p) {
     attn_cudnn_plan *pl = calloc(1, sizeof *pl);
     if (!pl) return NULL;
     pl->c = c;
@@ -148,7 +147,7 @@ static attn_cudnn_plan *new_plan(attn_cudnn *c, const attn_fwd_params *p) {
  * seqused_k) or pages (cuDNN's paged cache load needs them); and the masked Sq > Sk cases
  * cudnn-frontend only allows with a padding mask (a left bound, or a right bound other than
  * causal's 0), with the lengths as constants. Causal Sq > Sk stays dense and is sliced. */
-static problem problem_of(const attn_fwd_params *p) {
+problem sdpa_problem_of(const attn_fwd_params *p) {
     problem pr = {
         .dtype = p->dtype == ATTN_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF,
         .B = p->batch, .H = p->heads, .Hk = heads_k_of(p), .Sq = p->seqlen_q, .Sk = p->seqlen_k,
@@ -177,7 +176,7 @@ static problem problem_of(const attn_fwd_params *p) {
 
 /* Some query row sees no key: none at all in a sequence (dynamic lengths may be 0), or
  * constant lengths with a right bound and more queries than keys (rows i < Sq - Sk - right). */
-static int may_have_keyless_rows(const problem *pr) {
+int sdpa_may_have_keyless_rows(const problem *pr) {
     return pr->dynamic || (pr->right >= 0 && pr->Sq - pr->Sk > pr->right);
 }
 
@@ -325,7 +324,7 @@ static void try_composite(graph_search *gs) {
 }
 
 /* A device buffer of n bytes into *out, filled from host (NULL: left as is). 0, or -1 with why. */
-static int device_buffer(void **out, size_t n, const void *host, const char *what, char *why, size_t whylen) {
+int sdpa_device_buffer(void **out, size_t n, const void *host, const char *what, char *why, size_t whylen) {
     cudaError_t e = cudaMalloc(out, n);
     if (e == cudaSuccess && host) e = cudaMemcpy(*out, host, n, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
@@ -340,7 +339,8 @@ static int device_buffer(void **out, size_t n, const void *host, const char *wha
 /* The per-sequence lengths of a padded plan: constants (Sq, Sk) when no device data gives
  * them; seq_len_kv is p->seqused_k itself when that alone gives it; else the lens kernel
  * computes them (and the ragged offsets) per run. */
-static int plan_lengths(attn_cudnn_plan *pl, const attn_fwd_params *p, const problem *pr, char *why, size_t whylen) {
+int sdpa_plan_lengths(attn_cudnn_plan *pl, const attn_fwd_params *p, const problem *pr, const int64_t *batch_strides,
+                      int n_tensors, char *why, size_t whylen) {
     const int64_t B = pr->B;
     pl->lens_kv = (B + 3) / 4 * 4; /* each array 16-byte aligned, as its tensor is declared */
     int32_t *h = malloc((size_t)(2 * pl->lens_kv) * sizeof *h);
@@ -349,23 +349,23 @@ static int plan_lengths(attn_cudnn_plan *pl, const attn_fwd_params *p, const pro
         return -1;
     }
     for (int64_t i = 0; i < 2 * pl->lens_kv; i++) h[i] = (int32_t)(i < pl->lens_kv ? pr->Sq : pr->Sk);
-    int rc = device_buffer((void **)&pl->lens, (size_t)(2 * pl->lens_kv) * sizeof *h, h, "per-sequence lengths", why,
+    int rc = sdpa_device_buffer((void **)&pl->lens, (size_t)(2 * pl->lens_kv) * sizeof *h, h, "per-sequence lengths", why,
                            whylen);
     free(h);
     if (rc) return -1;
     pl->seq_kv_used = p->seqused_k && !p->cu_seqlens_k;
     pl->run_lens = p->cu_seqlens_q || p->cu_seqlens_k;
-    if (pr->ragged_q) { /* Q, K, V, O: b * batch_stride where not packed (the lens kernel writes the rest) */
+    if (pr->ragged_q) { /* b * batch_stride where not packed (the lens kernel writes the rest) */
         pl->offs_n = (B + 2) / 2 * 2; /* B + 1 offsets, each array 16-byte aligned */
-        int64_t *ho = calloc((size_t)(4 * pl->offs_n), sizeof *ho);
+        int64_t *ho = calloc((size_t)(n_tensors * pl->offs_n), sizeof *ho);
         if (!ho) {
             put(why, whylen, "out of host memory (ragged offsets)");
             return -1;
         }
-        const int64_t bs[4] = {p->q_batch_stride, p->k_batch_stride, p->v_batch_stride, p->o_batch_stride};
-        for (int t = 0; t < 4; t++)
-            for (int64_t b = 0; b <= B; b++) ho[t * pl->offs_n + b] = b * bs[t];
-        rc = device_buffer((void **)&pl->offs, (size_t)(4 * pl->offs_n) * sizeof *ho, ho, "ragged offsets", why, whylen);
+        for (int t = 0; t < n_tensors; t++)
+            for (int64_t b = 0; b <= B; b++) ho[t * pl->offs_n + b] = b * batch_strides[t];
+        rc = sdpa_device_buffer((void **)&pl->offs, (size_t)(n_tensors * pl->offs_n) * sizeof *ho, ho,
+                                "ragged offsets", why, whylen);
         free(ho);
         if (rc) return -1;
     }
@@ -400,11 +400,14 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, const prob
             return -1;
         }
     }
-    if (pr->padded && plan_lengths(pl, p, pr, why, whylen)) return -1;
-    pl->run_fix = (pr->padded && may_have_keyless_rows(pr)) || (pl->want_lse && pr->packed_q);
+    /* Q, K, V, O: the lens kernel's order */
+    const int64_t bs[4] = {p->q_batch_stride, p->k_batch_stride, p->v_batch_stride, p->o_batch_stride};
+    if (pr->padded && sdpa_plan_lengths(pl, p, pr, bs, 4, why, whylen)) return -1;
+    pl->run_fix = (pr->padded && sdpa_may_have_keyless_rows(pr)) || (pl->want_lse && pr->packed_q);
     if ((pl->run_lens || pl->run_fix) && sdpa_load_aux(pl->c, why, whylen)) return -1;
     if (sliced) {
-        int rc = plan_zero_fill(pl, p, (int64_t)p->seqlen_q - p->seqlen_k);
+        int rc = sdpa_plan_zero_fill(pl, p->batch, p->heads, head_dim_v_of(p), p->o_batch_stride, p->o_head_stride,
+                                     p->o_row_stride, (int64_t)p->seqlen_q - p->seqlen_k);
         if (rc) {
             put(why, whylen, rc == -1 ? "out of host memory" : "O rows overlap (o_row_stride < head_dim_v)");
             return -1;
@@ -419,7 +422,7 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, const prob
             return -1;
         }
         for (size_t i = 0; i < n; i++) h[i] = -INFINITY;
-        int rc = device_buffer((void **)&pl->neg_inf_rows, n * sizeof *h, h, "-inf rows of the LSE", why, whylen);
+        int rc = sdpa_device_buffer((void **)&pl->neg_inf_rows, n * sizeof *h, h, "-inf rows of the LSE", why, whylen);
         free(h);
         if (rc) return -1;
         pl->lse_cut = cut;
@@ -429,7 +432,7 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, const prob
 
 attn_cudnn_plan_opts attn_cudnn_plan_opts_default(void) {
     attn_cudnn_plan_opts o = {.tune = -1, .max_configs = 0, .tune_runs = 0, .want_lse = 0, .graph = NULL,
-                              .sq_gt_sk = NULL};
+                              .sq_gt_sk = NULL, .external_workspace = 0};
     return o;
 }
 
@@ -450,7 +453,7 @@ static int env_int(const char *name, int dflt, int lo, int hi, int *out, char *w
 }
 
 /* The options with the environment's values (and the defaults) filled in. */
-static int resolve_opts(const attn_cudnn_plan_opts *in, attn_cudnn_plan_opts *o, char *why, size_t whylen) {
+int sdpa_resolve_opts(const attn_cudnn_plan_opts *in, attn_cudnn_plan_opts *o, char *why, size_t whylen) {
     *o = in ? *in : attn_cudnn_plan_opts_default();
     if (o->tune < 0 && env_int("ATTN_CUDNN_AUTOTUNE", 1, 0, 1, &o->tune, why, whylen)) return -1;
     if (o->max_configs <= 0 &&
@@ -474,6 +477,10 @@ static int check_create_args(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn
         put(why, whylen, "%s: NULL argument", fn);
         return -1;
     }
+    return sdpa_check_problem(p, fn, why, whylen);
+}
+
+int sdpa_check_problem(const attn_fwd_params *p, const char *fn, char *why, size_t whylen) {
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->head_dim < 1 ||
         (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) || heads_k_of(p) < 1 || p->heads % heads_k_of(p) ||
         (p->block_table && (p->page_size < 1 || p->num_pages < 1 ||
@@ -486,6 +493,14 @@ static int check_create_args(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn
     return 0;
 }
 
+int sdpa_sm_major(void) {
+    int device = 0, sm_major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+        return 0;
+    return sm_major;
+}
+
 /* The graph search and the plan's buffers, with resolved options: 0, ATTN_UNSUPPORTED or
  * -1, as attn_cudnn_plan_create. The plan keeps its candidates (pl->cands) for tuning. */
 static int build_plan(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_plan_opts *o,
@@ -493,20 +508,16 @@ static int build_plan(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_
     const double t0 = sdpa_now_s();
     graph_search gs = {.c = c, .p = p, .notes = "", .reasons = ""};
     if (read_graph_forms(&gs.gf, o, why, whylen)) return -1;
-    gs.pr = problem_of(p);
-    int device = 0, sm_major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-        sm_major = 0;
+    gs.pr = sdpa_problem_of(p);
     char buf[512];
-    const char *no = known_refusal(c, &gs.pr, sm_major, buf, sizeof buf);
+    const char *no = known_refusal(c, &gs.pr, sdpa_sm_major(), buf, sizeof buf);
     if (!no && gs.pr.padded && (int64_t)p->batch * p->heads * p->seqlen_q > 0x7fffffff)
         no = "more than 2^31 - 1 query rows (batch * heads * seqlen_q) for the helper kernels";
     if (no) {
         put(why, whylen, "%s", no);
         return ATTN_UNSUPPORTED;
     }
-    if (!(gs.pl = new_plan(c, p))) {
+    if (!(gs.pl = sdpa_new_plan(c, p))) {
         put(why, whylen, "out of host memory");
         return -1;
     }
@@ -548,11 +559,16 @@ int attn_cudnn_plan_create(attn_cudnn *c, const attn_fwd_params *p, attn_cudnn_p
     return rc;
 }
 
+/* sdpa_run_fn for tuning a forward plan: ctx is the attn_fwd_params */
+static int run_fwd(void *ctx, attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen) {
+    return attn_cudnn_plan_run(pl, (const attn_fwd_params *)ctx, stream, why, whylen);
+}
+
 int attn_cudnn_plan_create_ex(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_plan_opts *opts,
                               cudaStream_t stream, attn_cudnn_plan **out, char *why, size_t whylen) {
     if (check_create_args(c, p, out, "attn_cudnn_plan_create_ex", why, whylen)) return -1;
     attn_cudnn_plan_opts o;
-    if (resolve_opts(opts, &o, why, whylen)) return -1;
+    if (sdpa_resolve_opts(opts, &o, why, whylen)) return -1;
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
         put(why, whylen, "attn_cudnn_plan_create_ex: the stream is capturing a CUDA graph; plans allocate and "
@@ -574,7 +590,7 @@ int attn_cudnn_plan_create_ex(attn_cudnn *c, const attn_fwd_params *p, const att
     char notes[2048];
     snprintf(notes, sizeof notes, "%s", why ? why : "");
     if (o.tune) {
-        rc = sdpa_tune_plan(pl, p, stream, o.tune_runs, why, whylen);
+        rc = sdpa_tune_plan(pl, run_fwd, (void *)p, stream, o.tune_runs, why, whylen);
         if (rc) {
             char msg[2048];
             snprintf(msg, sizeof msg, "%s", why ? why : "");
@@ -610,6 +626,6 @@ void attn_cudnn_plan_get_info(const attn_cudnn_plan *pl, attn_cudnn_plan_info *o
     out->first_ms = pl->first_ms;
     out->build_s = pl->build_s;
     out->tune_s = pl->tune_s;
-    out->workspace_bytes = (long long)pl->workspace_size;
+    out->workspace_bytes = (long long)(pl->bwd ? attn_cudnn_bwd_plan_workspace(pl) : (size_t)pl->workspace_size);
     snprintf(out->heuristics, sizeof out->heuristics, "%s", pl->heuristics);
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* Everything a plan depends on; the length tensors and pointers are bound per run. */
-static int same_problem(const attn_fwd_params *a, const attn_fwd_params *b) {
+int sdpa_same_problem(const attn_fwd_params *a, const attn_fwd_params *b) {
     const int paged = a->block_table != NULL;
     return a->dtype == b->dtype && a->batch == b->batch && a->heads == b->heads &&
            a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k && a->head_dim == b->head_dim &&
@@ -75,7 +75,7 @@ static int bind_pointers(attn_cudnn_plan *pl, const attn_fwd_params *p, void **p
 
 /* Makes pl->vpack the variant pack of ptrs, the workspace and the current scale: the last
  * one is reused while they are unchanged, so repeated runs (a timed loop) build none. */
-static int update_vpack(attn_cudnn_plan *pl, void *const *ptrs, char *why, size_t whylen) {
+int sdpa_update_vpack(attn_cudnn_plan *pl, void *const *ptrs, char *why, size_t whylen) {
     attn_cudnn *c = pl->c;
     if (pl->vpack && !memcmp(ptrs, pl->vpack_ptrs, (size_t)pl->n_uids * sizeof *ptrs) &&
         pl->vpack_workspace == pl->workspace && !memcmp(&pl->vpack_scale, &pl->scale, sizeof pl->scale))
@@ -121,7 +121,11 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
         return -1;
     }
     attn_cudnn *c = pl->c;
-    if (!same_problem(&pl->shape, p)) {
+    if (pl->bwd) {
+        put(why, whylen, "attn_cudnn_plan_run: a backward plan (run it with attn_cudnn_bwd_plan_run)");
+        return -1;
+    }
+    if (!sdpa_same_problem(&pl->shape, p)) {
         put(why, whylen, "attn_cudnn_plan_run: p's shape/strides/dtype/mask/layout differ from the plan's");
         return -1;
     }
@@ -132,7 +136,7 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
     void *ptrs[MAX_UIDS];
     if (bind_pointers(pl, p, ptrs, why, whylen)) return -1;
     pl->scale = p->softmax_scale;
-    if (update_vpack(pl, ptrs, why, whylen)) return -1;
+    if (sdpa_update_vpack(pl, ptrs, why, whylen)) return -1;
 
     cudnn_status st = c->f.SetStream(c->handle, stream);
     if (st != CUDNN_STATUS_SUCCESS) {

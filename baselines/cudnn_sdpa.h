@@ -164,6 +164,9 @@ typedef struct {
                             the statistics are refused (ATTN_UNSUPPORTED) */
     const char *graph;   /* NULL: $ATTN_CUDNN_GRAPH; else auto | sdpa | composite */
     const char *sq_gt_sk; /* NULL: $ATTN_CUDNN_SQ_GT_SK; else auto | direct | slice */
+    int external_workspace; /* backward plans: 1 the plan allocates no workspace (every run
+                               passes p->workspace) and tuning waits for
+                               attn_cudnn_bwd_plan_tune; 0 the plan owns one */
 } attn_cudnn_plan_opts;
 
 /* opts with every field "from the environment / default" (tune -1, the rest 0/NULL) */
@@ -199,6 +202,57 @@ typedef struct {
 } attn_cudnn_plan_info;
 
 void attn_cudnn_plan_get_info(const attn_cudnn_plan *plan, attn_cudnn_plan_info *out);
+
+/* ---- the backward pass -------------------------------------------------------------
+ * cuDNN's fused SDPA backward (dQ, dK, dV from Q, K, V, O, dO and the forward's LSE), the
+ * composite graph cudnn-frontend's SDPA backward node lowers to (1.x, cuDNN 9.0-9.20):
+ *   sum = rowsum(dO * O) * 1                  (fp32, in the workspace)
+ *   S = Q.K^T * scale, [softcap], [padding mask], S - LSE, [bands], P = exp(.)
+ *   dV = P^T . dO                             (GQA: [B,H,Sk,dv] then summed over the group)
+ *   dS = (dO.V^T - sum) * P, [softcap's derivative], * scale
+ *   dK = dS^T . Q                             (GQA alike)
+ *   dQ = dS . K  through an fp32 accumulator in the workspace; deterministic: straight from
+ *                the matmul (cudnn-frontend's dP-workspace graph, deterministic on Hopper)
+ * Every layout of the forward but paging (the ABI has no paged backward): GQA, head_dim_v,
+ * windows and causal (bottom-right), varlen (ragged offsets on all eight tensors, from the
+ * lens kernel), seqused_k; softcap only without masks or per-sequence lengths (cudnn-frontend
+ * disables its score modifiers with them). Causal with seqlen_q > seqlen_k: Q, O, dO, dQ and
+ * the LSE sliced to their last seqlen_k rows, the first rows of dQ zero-filled. cuDNN's Stats
+ * is the natural-log LSE of the scaled scores as the ABI's; it is bound to p->fwd->lse as is,
+ * or (rows that may see no key, packed Q) copied by a helper kernel into a [B][H][Sq] scratch
+ * with -inf made +inf (so that such rows get P = 0); a helper kernel zeroes the dQ rows that
+ * see no key and the dK, dV rows no query sees when lengths are device data.
+ * Refused (ATTN_UNSUPPORTED, the reason in why) besides what cuDNN's heuristics refuse:
+ * cudnn-frontend's backward support surface for the loaded version and GPU (head dims over
+ * 128, or over 256 on Hopper; s_q = s_kv = 1; 9.10.0/9.10.1; 9.14.0's non-causal left window
+ * with s_kv > 1024; ...), softcap with a mask, deterministic off Hopper. cuDNN <= 9.15 with
+ * s_kv not a multiple of 128 gets cudnn-frontend's workaround (a padding mask with constant
+ * lengths). The workspace: [fp32 dQ accumulator][row sums][cuDNN's], attn_cudnn_bwd_plan_workspace
+ * bytes in all. */
+
+/* A backward plan for p (p->fwd the forward problem; p's strides and deterministic flag; its
+ * pointers only when tuning). Tuning (opts->tune, $ATTN_CUDNN_AUTOTUNE) times the configs on
+ * p's buffers (q, k, v, o, lse, dout read; dq, dk, dv written) and on the plan's own workspace,
+ * or, with opts->external_workspace, waits for attn_cudnn_bwd_plan_tune. Returns as
+ * attn_cudnn_plan_create_ex. */
+int attn_cudnn_bwd_plan_create_ex(attn_cudnn *c, const attn_bwd_params *p, const attn_cudnn_plan_opts *opts,
+                                  cudaStream_t stream, attn_cudnn_plan **out, char *why, size_t whylen);
+/* The workspace bytes a run needs (with external_workspace, p->workspace_bytes at least
+ * this; before tuning, enough for any candidate). 0 for a forward plan. */
+size_t attn_cudnn_bwd_plan_workspace(const attn_cudnn_plan *plan);
+/* Times the candidates of a plan made with external_workspace and tuning on p's buffers and
+ * workspace, keeps the fastest (synchronizes; refused while stream is capturing). A plan
+ * tuned already, or made without tuning: 0, nothing done. keep_first: keep the heuristics'
+ * first choice without timing (no synchronization). 0, or non-zero with why. */
+int attn_cudnn_bwd_plan_tune(attn_cudnn_plan *plan, const attn_bwd_params *p, int keep_first, cudaStream_t stream,
+                             char *why, size_t whylen);
+/* Enqueues one backward on stream with p's pointers (the problem the plan was made for;
+ * softmax_scale may differ): dq, dk, dv written as attn_abi.h says. p->workspace: NULL when
+ * the plan owns one, else >= attn_cudnn_bwd_plan_workspace bytes, 16-byte aligned. Every
+ * pointer 16-byte aligned. No allocation, no synchronization (capturable). 0, or non-zero
+ * with why. */
+int attn_cudnn_bwd_plan_run(attn_cudnn_plan *plan, const attn_bwd_params *p, cudaStream_t stream, char *why,
+                            size_t whylen);
 
 #ifdef __cplusplus
 }

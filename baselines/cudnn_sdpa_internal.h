@@ -4,12 +4,15 @@
  * No cuDNN header is included: the few enum values used are cuDNN 9's stable ABI values, as
  * cudnn_graph.h (9.19) defines them, so the baseline builds where cuDNN is not installed.
  *
- *   cudnn_load.c     loading libcudnn (dlopen, symbols, version), the handle, messages
- *   cudnn_graph.c    descriptors, graph pieces, the two graph forms
- *   cudnn_engines.c  engine choice (heuristics modes, candidates) and autotuning
- *   cudnn_plan.c     plan creation: graph form search, buffers, options
- *   cudnn_run.c      running a plan: problem check, pointer binding, the variant pack kept
- *   cudnn_aux.c      the two helper kernels (PTX) and their launches */
+ *   cudnn_load.c      loading libcudnn (dlopen, symbols, version), the handle, messages
+ *   cudnn_graph.c     descriptors, graph pieces, the two forward graph forms
+ *   cudnn_graph_bwd.c the backward's composite graph
+ *   cudnn_engines.c   engine choice (heuristics modes, candidates) and autotuning
+ *   cudnn_plan.c      plan creation: graph form search, buffers, options
+ *   cudnn_plan_bwd.c  backward plans: refusals, the workspace, creation, tuning
+ *   cudnn_run.c       running a plan: problem check, pointer binding, the variant pack kept
+ *   cudnn_run_bwd.c   running a backward plan
+ *   cudnn_aux.c       the helper kernels (PTX) and their launches */
 #ifndef ATTN_CUDNN_SDPA_INTERNAL_H
 #define ATTN_CUDNN_SDPA_INTERNAL_H
 
@@ -42,7 +45,9 @@ enum { /* cudnnPointwiseMode_t */
     CUDNN_POINTWISE_SUB = 9,
     CUDNN_POINTWISE_EXP = 13,
     CUDNN_POINTWISE_LOG = 15,
+    CUDNN_POINTWISE_IDENTITY = 21,
     CUDNN_POINTWISE_TANH_FWD = 101,
+    CUDNN_POINTWISE_TANH_BWD = 201,
     CUDNN_POINTWISE_CMP_GT = 302,
     CUDNN_POINTWISE_CMP_GE = 303,
     CUDNN_POINTWISE_CMP_LT = 304,
@@ -90,6 +95,7 @@ enum { /* cudnnBackendDescriptorType_t */
     CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR = 19,
     CUDNN_BACKEND_REDUCTION_DESCRIPTOR = 21,
     CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR = 22,
+    CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR = 31,
     CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR = 35,
     CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR = 41,
 };
@@ -112,6 +118,8 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_OPERATION_POINTWISE_XDESC = 751,
     CUDNN_ATTR_OPERATION_POINTWISE_BDESC = 752,
     CUDNN_ATTR_OPERATION_POINTWISE_YDESC = 753,
+    CUDNN_ATTR_OPERATION_POINTWISE_DXDESC = 756,
+    CUDNN_ATTR_OPERATION_POINTWISE_DYDESC = 757,
     CUDNN_ATTR_OPERATION_POINTWISE_TDESC = 758,
     CUDNN_ATTR_OPERATIONGRAPH_HANDLE = 800,
     CUDNN_ATTR_OPERATIONGRAPH_OPS = 801,
@@ -144,6 +152,8 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_YDESC = 1951,
     CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_SEQUENCE_DESC = 1952,
     CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC = 1953,
+    CUDNN_ATTR_OPERATION_RESHAPE_XDESC = 2200,
+    CUDNN_ATTR_OPERATION_RESHAPE_YDESC = 2201,
     CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC = 2800,
     CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC = 2801,
     CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC = 2802,
@@ -181,9 +191,9 @@ struct attn_cudnn {
     cudnn_fns f;
     char requested[1024];  /* the name dlopen was given */
     const char *chosen_by; /* which setting chose it */
-    /* the two helper kernels (aux_ptx below), loaded by the first plan that needs them */
+    /* the helper kernels (cudnn_aux.c), loaded by the first plan that needs them */
     cudaLibrary_t aux;
-    cudaKernel_t k_lens, k_fix;
+    cudaKernel_t k_lens, k_fix, k_bwd_stats, k_kv_fix;
 };
 
 /* ---- plan ------------------------------------------------------------------------- */
@@ -191,17 +201,22 @@ struct attn_cudnn {
 /* ROLE_LSE: the statistics bound to p->lse itself (want_lse, not sliced, not packed);
  * ROLE_STATS: to the plan's scratch. ROLE_SEQ_Q/KV: the per-sequence lengths [B,1,1,1]
  * (the plan's buffer, or p->seqused_k itself); ROLE_PAGES: p->block_table; ROLE_*_OFF: the
- * ragged offsets (elements) the lens kernel writes into the plan's buffer. */
+ * ragged offsets (elements) the lens kernel writes into the plan's buffer. The backward's:
+ * dO, dQ, dK, dV; ROLE_ONE the by-value 1 of the dO.O chain; ROLE_SUM and ROLE_ACCUM its row
+ * sums and fp32 dQ accumulator in the run's workspace; ROLE_D*_OFF their ragged offsets. */
 enum {
     ROLE_Q, ROLE_K, ROLE_V, ROLE_O, ROLE_SCALE, ROLE_NEG_INF, ROLE_SKV, ROLE_SQ, ROLE_STATS, ROLE_LSE,
     ROLE_SOFTCAP, ROLE_RIGHT, ROLE_LEFT_I, ROLE_LEFT_F, ROLE_SEQ_Q, ROLE_SEQ_KV, ROLE_PAGES,
     ROLE_Q_OFF, ROLE_K_OFF, ROLE_V_OFF, ROLE_O_OFF,
+    ROLE_DO, ROLE_DQ, ROLE_DK, ROLE_DV, ROLE_ONE, ROLE_SUM, ROLE_ACCUM,
+    ROLE_DQ_OFF, ROLE_DK_OFF, ROLE_DV_OFF, ROLE_DO_OFF,
 };
 enum {
     UID_Q = 1, UID_K, UID_V, UID_O, UID_SCALE, UID_NEG_INF, UID_SKV, UID_SQ, UID_STATS, UID_SOFTCAP,
     UID_RIGHT, UID_LEFT, UID_SEQ_Q, UID_SEQ_KV, UID_PAGES, UID_Q_OFF, UID_K_OFF, UID_V_OFF, UID_O_OFF,
+    UID_DO, UID_DQ, UID_DK, UID_DV, UID_ONE, UID_SUM, UID_ACCUM, UID_DQ_OFF, UID_DK_OFF, UID_DV_OFF, UID_DO_OFF,
 };
-enum { MAX_UIDS = 24, MAX_OPS = 64, MAX_ENGINE_CFGS = 64 };
+enum { MAX_UIDS = 40, MAX_OPS = 64, MAX_ENGINE_CFGS = 64 };
 /* autotuning: candidates kept per graph form, knob choices read per config, tag length */
 enum { MAX_CANDIDATES = 64, KNOB_MAX = 64, TAG_LEN = 160, DEFAULT_MAX_CONFIGS = 32 };
 
@@ -213,8 +228,8 @@ typedef struct { /* an engine config that finalized into an execution plan */
     double ms;         /* tuning: time per run; < 0 not timed (or it failed to run) */
 } candidate;
 
-typedef struct { /* one cudaMemset2DAsync of the zero-filled (keyless) rows of O */
-    int64_t offset; /* elements from p->o */
+typedef struct { /* one cudaMemset2DAsync of the zero-filled (keyless) rows of O (dQ) */
+    int64_t offset; /* elements from p->o (p->dq) */
     size_t pitch, width, height;
 } zero_fill;
 
@@ -269,14 +284,35 @@ struct attn_cudnn_plan {
 
     /* engine configs: what the search may do, what it found, what it chose */
     int tune, max_configs, tuned;
-    candidate *cands; /* during creation only */
+    candidate *cands; /* during creation only (a backward plan: until it is tuned) */
     int n_cands;
     int configs_tried, configs_built, configs_timed, chosen_rank;
     char engine[TAG_LEN];
     long long engine_id;
     double best_ms, first_ms, build_s, tune_s;
     char heuristics[256];
+
+    /* the backward (cudnn_plan_bwd.c): workspace = [fp32 dQ accumulator][dO.O row sums]
+     * [cuDNN's workspace_size bytes], each part 256-byte aligned; pl->workspace points at
+     * cuDNN's part of the current run's (the caller's, or own_ws) */
+    int bwd;
+    attn_bwd_params bshape;  /* p at create (strides, deterministic), pointers cleared */
+    int64_t cut;             /* sliced (causal, seqlen_q > seqlen_k): the leading rows of Q, O,
+                                dO, dQ and the LSE that see no key, left out of cuDNN's graph */
+    int64_t accum_bytes, sum_bytes;
+    int stats_mode;          /* how the LSE reaches cuDNN: STATS_BOUND, STATS_COPY, STATS_CONVERT */
+    int zero_accum;          /* cuDNN < 9.6: the accumulator is zeroed before each run */
+    int tune_runs;           /* runs per timed round when tuning later (0: about 1 ms) */
+    int run_kv_fix;          /* the kv-fix kernel zeroes dK, dV rows no query sees */
+    float one;
+    void *own_ws;            /* the plan's own workspace; NULL: every run passes one */
 };
+
+/* How a backward plan gives cuDNN the forward's LSE (its Stats [B,H,Sq,1]): p->lse itself;
+ * rows cut..seqlen_q of each (batch, head) copied into the plan's scratch (sliced); or the
+ * bwd-stats kernel's [B][H][Sq] copy, packed rows unpacked and -inf (a row that sees no key)
+ * turned into +inf, so that exp(s - lse) is 0 there, not NaN. */
+enum { STATS_BOUND, STATS_COPY, STATS_CONVERT };
 
 /* ---- messages --------------------------------------------------------------------- */
 
@@ -317,6 +353,10 @@ typedef struct {
     int paged;              /* K and V are page pools read through the block table */
     int64_t num_pages, page_size, table_cols, table_stride;
     int64_t qs[3], ks[3], vs[3], os[3]; /* batch (page when paged), head, row strides in elements */
+    /* the backward: dO, dQ, dK, dV strides as above; accum: dQ through the fp32 accumulator
+     * (cudnn-frontend's default), else straight from its matmul (the deterministic graph) */
+    int64_t dos[3], dqs[3], dks[3], dvs[3];
+    int accum;
 } problem;
 
 /* ---- descriptor bookkeeping (cudnn_graph.c) ------------------------------------------ */
@@ -327,6 +367,9 @@ typedef struct {
     char *why;
     size_t whylen;
     int64_t next_uid; /* for virtual tensors */
+    int ops_only;     /* sdpa_make_plan stops before the operation graph (which needs a
+                         handle, so a GPU): the host test of the descriptors */
+    int n_ops;        /* ops_only: the operations the graph has */
 } builder;
 
 /* Destroys the plan's descriptors created after the first `mark`. */
@@ -337,22 +380,106 @@ int sdpa_set_attr(builder *b, void *d, const char *what, int name, const char *a
 #define SA(b, d, what, name, type, n, v) sdpa_set_attr(b, d, what, name, #name, type, n, v)
 int sdpa_fin(builder *b, void *d, const char *what);
 
-/* ---- graphs (cudnn_graph.c), engines and autotuning (cudnn_engines.c) ------------------ */
+/* ---- graph pieces (cudnn_graph.c) ------------------------------------------------------ */
 
-/* The two graph forms, built into b->pl up to its execution plan candidates
- * (sdpa_make_plan): 0, or -1 with the reason in b->why. */
+/* A tensor (ragged: NULL, or the [B+1,1,1,1] offsets of each batch's first element); a
+ * non-virtual one bound at run time to the pointer of `role`; a virtual one. NULL on failure. */
+void *sdpa_tensor(builder *b, const char *what, int64_t uid, int dtype, const int64_t dims[4],
+                  const int64_t strides[4], bool is_virtual, bool by_value, void *ragged);
+void *sdpa_io_tensor(builder *b, const char *what, int64_t uid, int role, int dtype, const int64_t dims[4],
+                     const int64_t strides[4], bool by_value, void *ragged);
+void *sdpa_virt(builder *b, const char *what, int dtype, const int64_t dims[4], const int64_t strides[4]);
+/* Operations: y = mode(x[, bb[, t]]) (axis >= 0 only for GEN_INDEX); y = reduce(x) over the
+ * dimensions where y has extent 1 or fewer (the heads of a GQA group); cc = a . bm with the
+ * optional [B,1,1,1] int32 overrides of M, N, K. NULL on failure. */
+void *sdpa_pointwise(builder *b, const char *what, int mode, int prec, int64_t axis, void *x, void *bb, void *t,
+                     void *y);
+void *sdpa_reduction(builder *b, const char *what, int mode, void *x, void *y);
+void *sdpa_matmul(builder *b, const char *what, void *a, void *bm, void *cc, void *m, void *n, void *kk);
+
+/* A composite graph under construction: its operations, and the masks' shared pieces. */
+typedef struct {
+    builder *b;
+    const problem *pr;
+    void *ops[MAX_OPS];
+    int n;
+    int64_t ds[4], ss[4]; /* the [B,H,Sq,Sk] score tensors */
+    void *seq_q, *seq_kv; /* padded: the [B,1,1,1] lengths */
+    void *ninf;           /* the mask value, a by-value scalar (declared by the first mask) */
+} sdpa_graph;
+
+int sdpa_add_op(sdpa_graph *g, void *op); /* 0, or -1 (op NULL, or too many) */
+/* y = mode(x[, bb]) into a new virtual [B,H,Sq,Sk] tensor of dtype, computed in prec */
+void *sdpa_pw(sdpa_graph *g, const char *what, int mode, int prec, int dtype, void *x, void *bb);
+/* a by-value scalar graph input */
+void *sdpa_scalar(sdpa_graph *g, const char *what, int64_t uid, int role, int dtype);
+/* The masks on the scores s, as cudnn-frontend emits them: the padding mask (padded
+ * problems), then the bands (right bound, left bound); each masked score becomes -inf. The
+ * new scores, or NULL. */
+void *sdpa_mask_padding(sdpa_graph *g, void *s);
+void *sdpa_mask_bands(sdpa_graph *g, void *s);
+
+/* ---- graphs (cudnn_graph.c, cudnn_graph_bwd.c), engines and autotuning (cudnn_engines.c) -- */
+
+/* The graph forms, built into b->pl up to its execution plan candidates (sdpa_make_plan):
+ * 0, or -1 with the reason in b->why. */
 int sdpa_graph_op(builder *b, const problem *pr, bool stats_out);
 int sdpa_graph_composite(builder *b, const problem *pr, bool stats_out);
+int sdpa_graph_bwd(builder *b, const problem *pr);
+/* The host test (no GPU): p's backward graph built as a plan would build it, every tensor and
+ * operation descriptor finalized by cuDNN, up to the operation graph (which needs a handle);
+ * its operations and graph inputs/outputs counted. 0, or -1 with why. (cudnn_plan_bwd.c) */
+int sdpa_bwd_graph_check(attn_cudnn *c, const attn_bwd_params *p, int *n_ops, int *n_uids, char *why,
+                         size_t whylen);
 int sdpa_make_plan(builder *b, void **ops, int n_ops);
-int sdpa_tune_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream, int runs, char *why,
+/* One run of the plan being tuned on the tuning's buffers: 0, or non-zero with why. */
+typedef int (*sdpa_run_fn)(void *ctx, attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen);
+int sdpa_tune_plan(attn_cudnn_plan *pl, sdpa_run_fn run, void *ctx, cudaStream_t stream, int runs, char *why,
                    size_t whylen);
 int sdpa_keep_candidate(attn_cudnn_plan *pl, int best, char *why, size_t whylen);
 double sdpa_now_s(void); /* CLOCK_MONOTONIC seconds */
+
+/* ---- plans (cudnn_plan.c), shared by the backward's (cudnn_plan_bwd.c) ------------------ */
+
+/* libcudnn loaded and its entry points read, no handle (cudnn_load.c): 0, or -1 with why */
+int sdpa_open_library(attn_cudnn **out, char *why, size_t whylen);
+/* A plan for p's problem with no graph yet; NULL when out of host memory. */
+attn_cudnn_plan *sdpa_new_plan(attn_cudnn *c, const attn_fwd_params *p);
+problem sdpa_problem_of(const attn_fwd_params *p);
+/* Some query row may see no key (dynamic lengths, or a right bound with Sq - Sk beyond it). */
+int sdpa_may_have_keyless_rows(const problem *pr);
+/* 0, or -1 with why (naming fn) when p is not a problem the baseline can plan */
+int sdpa_check_problem(const attn_fwd_params *p, const char *fn, char *why, size_t whylen);
+int sdpa_resolve_opts(const attn_cudnn_plan_opts *in, attn_cudnn_plan_opts *o, char *why, size_t whylen);
+int sdpa_device_buffer(void **out, size_t n, const void *host, const char *what, char *why, size_t whylen);
+/* The lengths of a padded plan and, when ragged, n_tensors arrays of ragged offsets, array t
+ * prefilled with b * batch_strides[t] (the lens kernel overwrites the packed ones). */
+int sdpa_plan_lengths(attn_cudnn_plan *pl, const attn_fwd_params *p, const problem *pr, const int64_t *batch_strides,
+                      int n_tensors, char *why, size_t whylen);
+/* The cudaMemset2DAsync calls that zero rows [0, n) of every (batch, head) of a [B][H][rows][D]
+ * tensor with these strides (elements): 0, -1 out of host memory, -2 rows overlap. */
+int sdpa_plan_zero_fill(attn_cudnn_plan *pl, int64_t B, int64_t H, int64_t D, int64_t bs, int64_t hs, int64_t rs,
+                        int64_t n);
+/* the current device's compute capability major, 0 when unknown */
+int sdpa_sm_major(void);
+/* the variant pack of ptrs, the workspace and the scale, kept while they stay the same (cudnn_run.c) */
+int sdpa_update_vpack(attn_cudnn_plan *pl, void *const *ptrs, char *why, size_t whylen);
+/* a and b are the same problem for a plan: shape, strides, dtype, masks, layout arrays given */
+int sdpa_same_problem(const attn_fwd_params *a, const attn_fwd_params *b);
 
 /* ---- helper kernels (cudnn_aux.c) ------------------------------------------------------ */
 
 int sdpa_load_aux(attn_cudnn *c, char *why, size_t whylen);
 cudaError_t sdpa_launch_lens(const attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream);
 cudaError_t sdpa_launch_fix(const attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream);
+/* The lens kernel writing the ragged offsets offs4[0..4) (Q, K, V, O order: the backward's dQ,
+ * dK, dV, dO) from these row strides. */
+cudaError_t sdpa_launch_lens_offs(const attn_cudnn_plan *pl, const attn_fwd_params *p, int64_t *offs4,
+                                  const int64_t rs[4], cudaStream_t stream);
+/* The backward's: the LSE as cuDNN's Stats (STATS_CONVERT); dQ's rows that see no key zeroed
+ * (the fix kernel on dQ); dK and dV rows no query sees zeroed (the kv-fix kernel). */
+cudaError_t sdpa_launch_bwd_stats(const attn_cudnn_plan *pl, const attn_bwd_params *p, cudaStream_t stream);
+cudaError_t sdpa_launch_fix_dq(const attn_cudnn_plan *pl, const attn_bwd_params *p, cudaStream_t stream);
+cudaError_t sdpa_launch_kv_fix(const attn_cudnn_plan *pl, const attn_bwd_params *p, cudaStream_t stream);
 
 #endif

@@ -107,8 +107,9 @@ static const char *describe(const attn_fwd_params *p, char *buf, size_t len) {
 }
 
 /* The cases cuDNN's fused attention does not take, or where its tensors (declared 16-byte
- * aligned) would be wrong: NULL when none applies, else the reason. */
-static const char *precheck(const attn_fwd_params *p, char *buf, size_t len) {
+ * aligned) would be wrong, by the problem's shape and strides: NULL when none applies, else
+ * the reason. */
+static const char *shape_precheck(const attn_fwd_params *p, char *buf, size_t len) {
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return "dtype is neither fp16 nor bf16";
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1 || p->head_dim < 1)
         return "an empty problem";
@@ -132,6 +133,13 @@ static const char *precheck(const attn_fwd_params *p, char *buf, size_t len) {
                      (long long)k.strides[i]);
             return buf;
         }
+    return NULL;
+}
+
+/* shape_precheck, then the pointers (cuDNN's tensors are declared 16-byte aligned) */
+static const char *precheck(const attn_fwd_params *p, char *buf, size_t len) {
+    const char *no = shape_precheck(p, buf, len);
+    if (no) return no;
     /* block_table and seqused_k are bound to cuDNN tensors as they are */
     const void *ptrs[7] = {p->q, p->k, p->v, p->o, p->lse, p->block_table, p->seqused_k};
     static const char *const pnames[7] = {"q", "k", "v", "o", "lse", "block_table", "seqused_k"};
@@ -229,13 +237,18 @@ static int plan_for(const attn_fwd_params *p, cudaStream_t stream, int device, a
     return e->plan ? ATTN_OK : ATTN_UNSUPPORTED;
 }
 
-static int cudnn_fwd(const attn_fwd_params *in, cudaStream_t stream) {
-    if (!in) return CUDNN_KERNEL_ERROR;
-    /* window_right 0 and no left bound, without the causal flag, is causal (attn_abi.h): one
-     * form, so that it takes the causal path's handling of rows that see no key (seqlen_q >
-     * seqlen_k); with a left bound the padded plan writes those rows itself */
+/* window_right 0 and no left bound, without the causal flag, is causal (attn_abi.h): one
+ * form, so that it takes the causal path's handling of rows that see no key (seqlen_q >
+ * seqlen_k); with a left bound the padded plan writes those rows itself */
+static attn_fwd_params normalized(const attn_fwd_params *in) {
     attn_fwd_params n = *in;
     if (!n.causal && n.window_right == 0 && n.window_left < 0) n.causal = 1;
+    return n;
+}
+
+static int cudnn_fwd(const attn_fwd_params *in, cudaStream_t stream) {
+    if (!in) return CUDNN_KERNEL_ERROR;
+    attn_fwd_params n = normalized(in);
     const attn_fwd_params *p = &n;
     char buf[256];
     const char *no = precheck(p, buf, sizeof buf);
@@ -260,6 +273,187 @@ static int cudnn_fwd(const attn_fwd_params *in, cudaStream_t stream) {
     return ATTN_OK;
 }
 
+/* ---- the backward ----------------------------------------------------------------------- */
+
+/* Everything a backward plan depends on: the forward problem's key (the LSE always given),
+ * the gradients' twelve strides and the deterministic flag. All int64 (memcmp compares it). */
+typedef struct {
+    problem_key fwd;
+    int64_t strides[12];
+    int64_t deterministic;
+} bwd_key;
+
+typedef struct bwd_entry {
+    bwd_key key;
+    attn_cudnn_plan *plan; /* NULL: cuDNN refused this problem (said once) */
+    int chosen;            /* its engine chosen (tuned, or the first kept) */
+    struct bwd_entry *next;
+} bwd_entry;
+
+static bwd_entry *bwd_plans;
+
+static bwd_key bwd_key_of(const attn_bwd_params *p, int device) {
+    bwd_key k;
+    memset(&k, 0, sizeof k);
+    k.fwd = key_of(p->fwd, device);
+    k.fwd.has_lse = 0; /* bwd always has it; bwd_workspace is asked before pointers are set */
+    const int64_t s[12] = {p->do_batch_stride, p->do_head_stride, p->do_row_stride, p->dq_batch_stride,
+                           p->dq_head_stride,  p->dq_row_stride,  p->dk_batch_stride, p->dk_head_stride,
+                           p->dk_row_stride,   p->dv_batch_stride, p->dv_head_stride, p->dv_row_stride};
+    memcpy(k.strides, s, sizeof s);
+    k.deterministic = p->deterministic != 0;
+    return k;
+}
+
+/* As precheck, for the backward's eight tensors; with_pointers 0: the shape and strides only
+ * (bwd_workspace: the pointers are not set yet). */
+static const char *bwd_precheck(const attn_bwd_params *p, int with_pointers, char *buf, size_t len) {
+    const attn_fwd_params *f = p->fwd;
+    const char *no = shape_precheck(f, buf, len);
+    if (no) return no;
+    if (f->block_table) return "paged K/V has no backward";
+    const bwd_key k = bwd_key_of(p, 0);
+    /* batch strides the layout does not use (rows packed by cu_seqlens) are not checked */
+    const int unused[12] = {[0] = f->cu_seqlens_q != NULL, [3] = f->cu_seqlens_q != NULL,
+                            [6] = f->cu_seqlens_k != NULL, [9] = f->cu_seqlens_k != NULL};
+    static const char *const names[12] = {"do_batch", "do_head", "do_row", "dq_batch", "dq_head", "dq_row",
+                                          "dk_batch", "dk_head", "dk_row", "dv_batch", "dv_head", "dv_row"};
+    for (int i = 0; i < 12; i++)
+        if (!unused[i] && (k.strides[i] < 1 || k.strides[i] % 8)) {
+            snprintf(buf, len, "%s_stride %lld is not a positive multiple of 8 elements (16 bytes)", names[i],
+                     (long long)k.strides[i]);
+            return buf;
+        }
+    if (!with_pointers) return NULL;
+    const void *ptrs[10] = {f->q, f->k, f->v, f->o, f->lse, p->dout, p->dq, p->dk, p->dv, f->seqused_k};
+    static const char *const pnames[10] = {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv", "seqused_k"};
+    for (int i = 0; i < 10; i++)
+        if ((i < 9 && !ptrs[i]) || ((uintptr_t)ptrs[i] & 15u)) {
+            snprintf(buf, len, "%s (%p) is %s", pnames[i], ptrs[i], ptrs[i] ? "not 16-byte aligned" : "NULL");
+            return buf;
+        }
+    return NULL;
+}
+
+/* The backward plan of p's problem, built on first use with no buffers (its engine is chosen
+ * at the first bwd call: bwd_choose): ATTN_OK with *out; ATTN_UNSUPPORTED (*out NULL); or
+ * CUDNN_KERNEL_ERROR. */
+static int bwd_plan_for(const attn_bwd_params *p, cudaStream_t stream, int device, bwd_entry **out) {
+    *out = NULL;
+    const bwd_key key = bwd_key_of(p, device);
+    for (bwd_entry *e = bwd_plans; e; e = e->next)
+        if (!memcmp(&e->key, &key, sizeof key)) {
+            *out = e;
+            return e->plan ? ATTN_OK : ATTN_UNSUPPORTED;
+        }
+    device_entry *d = device_cudnn(device);
+    bwd_entry *e = d ? calloc(1, sizeof *e) : NULL;
+    if (!e) {
+        SAY("out of host memory");
+        return CUDNN_KERNEL_ERROR;
+    }
+    char what[512], why[8192];
+    describe(p->fwd, what, sizeof what);
+    snprintf(what + strlen(what), sizeof what - strlen(what), " backward%s", p->deterministic ? " deterministic" : "");
+    attn_cudnn_plan_opts o = attn_cudnn_plan_opts_default();
+    o.external_workspace = 1; /* the harness's workspace (bwd_workspace), tuned at the first bwd */
+    int rc = d->cudnn ? attn_cudnn_bwd_plan_create_ex(d->cudnn, p, &o, stream, &e->plan, why, sizeof why)
+                      : ATTN_UNSUPPORTED;
+    if (rc != 0 && rc != ATTN_UNSUPPORTED) {
+        SAY("building the cuDNN backward plan failed (%s): %s", what, why);
+        free(e);
+        return CUDNN_KERNEL_ERROR;
+    }
+    if (rc == ATTN_UNSUPPORTED && d->cudnn) SAY("not supported by cuDNN (%s): %s", what, why);
+    if (rc == ATTN_UNSUPPORTED) e->plan = NULL;
+    else
+        SAY("backward plan for %s: %s, %zu workspace bytes%s%s", what, attn_cudnn_plan_kind(e->plan),
+            attn_cudnn_bwd_plan_workspace(e->plan), why[0] ? "; " : "", why);
+    e->key = key;
+    e->next = bwd_plans;
+    bwd_plans = e;
+    *out = e;
+    return e->plan ? ATTN_OK : ATTN_UNSUPPORTED;
+}
+
+/* The first bwd call for a plan chooses its engine: autotuned on the call's buffers and
+ * workspace (as fwd's first call: synchronizes), or, inside a CUDA graph capture or with
+ * $ATTN_CUDNN_AUTOTUNE=0, the heuristics' first. ATTN_OK, ATTN_UNSUPPORTED (no config ran)
+ * or CUDNN_KERNEL_ERROR. */
+static int bwd_choose(bwd_entry *e, const attn_bwd_params *p, cudaStream_t stream) {
+    if (e->chosen) return ATTN_OK;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const int capturing = cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone;
+    char why[4096];
+    int rc = attn_cudnn_bwd_plan_tune(e->plan, p, capturing, stream, why, sizeof why);
+    if (rc) {
+        SAY("choosing the cuDNN backward engine failed: %s", why);
+        return rc == ATTN_UNSUPPORTED ? ATTN_UNSUPPORTED : CUDNN_KERNEL_ERROR;
+    }
+    attn_cudnn_plan_info info;
+    attn_cudnn_plan_get_info(e->plan, &info);
+    SAY("backward engine %s (%d of %d configs built, %s)", info.engine, info.configs_built, info.configs_tried,
+        info.tuned ? "the fastest kept" : "the first kept");
+    e->chosen = 1;
+    return ATTN_OK;
+}
+
+/* The backward problem as this kernel takes it: the forward normalized as fwd does; NULL,
+ * or the reason it is not supported. */
+static const char *bwd_normalized(const attn_bwd_params *in, attn_fwd_params *f, attn_bwd_params *p,
+                                  int with_pointers, char *buf, size_t len) {
+    *f = normalized(in->fwd);
+    *p = *in;
+    p->fwd = f;
+    return bwd_precheck(p, with_pointers, buf, len);
+}
+
+static size_t cudnn_bwd_workspace(const attn_bwd_params *in) {
+    attn_fwd_params f;
+    attn_bwd_params p;
+    char buf[256];
+    bwd_entry *e = NULL;
+    int device = 0;
+    /* anything refused is said, and refused again, by bwd */
+    if (!in || !in->fwd || bwd_normalized(in, &f, &p, 0, buf, sizeof buf) || cudaGetDevice(&device) != cudaSuccess ||
+        bwd_plan_for(&p, 0, device, &e) != ATTN_OK)
+        return 0;
+    return attn_cudnn_bwd_plan_workspace(e->plan);
+}
+
+static int cudnn_bwd(const attn_bwd_params *in, cudaStream_t stream) {
+    if (!in || !in->fwd) return CUDNN_KERNEL_ERROR;
+    attn_fwd_params f;
+    attn_bwd_params p;
+    char buf[256];
+    const char *no = bwd_normalized(in, &f, &p, 1, buf, sizeof buf);
+    if (no) {
+        static int said; /* the first few */
+        if (said++ < 4) SAY("backward not supported: %s", no);
+        return ATTN_UNSUPPORTED;
+    }
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        SAY("cudaGetDevice failed");
+        return CUDNN_KERNEL_ERROR;
+    }
+    bwd_entry *e = NULL;
+    int rc = bwd_plan_for(&p, stream, device, &e);
+    if (rc != ATTN_OK) return rc;
+    const size_t need = attn_cudnn_bwd_plan_workspace(e->plan);
+    if (p.workspace_bytes < need) {
+        SAY("the backward's workspace is %zu bytes, %zu needed (bwd_workspace's answer)", p.workspace_bytes, need);
+        return CUDNN_KERNEL_ERROR;
+    }
+    if ((rc = bwd_choose(e, &p, stream)) != ATTN_OK) return rc;
+    char why[2048];
+    if (attn_cudnn_bwd_plan_run(e->plan, &p, stream, why, sizeof why)) {
+        SAY("%s", why);
+        return CUDNN_KERNEL_ERROR;
+    }
+    return ATTN_OK;
+}
+
 /* caps: every version-2 feature, each mapped onto cuDNN's graph (cudnn_sdpa.h) and refused
  * (ATTN_UNSUPPORTED, cuDNN's or our reason) where cuDNN cannot do the combination; dtypes 0:
  * fp16 and bf16; head_dims and head_dim_pairs NULL: any (fwd reports the head dims cuDNN
@@ -269,4 +463,8 @@ const attn_kernel attn_kernel_cudnn = {
     .fwd = cudnn_fwd,
     .caps = ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN |
             ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K,
+    .bwd = cudnn_bwd,
+    .bwd_workspace = cudnn_bwd_workspace,
+    .bwd_caps = ATTN_CAP_GQA | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_HEAD_DIM_V | ATTN_CAP_VARLEN |
+                ATTN_CAP_SEQUSED_K | ATTN_BWD_DETERMINISTIC,
 };
