@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "attn_abi.h"
+#include "bwd.h"
 #include "decode.h"
 #include "kernel.cuh"
 #include "tuning.h"
@@ -188,4 +189,7 @@ extern "C" const attn_kernel attn_kernel_flash2 = {
     0,             /* fp16 and bf16 */
     kHeadDims,     /* 64, 96, 128, 256 and 192 x 128 */
     kHeadDimPairs, /* 64x64, 96x96, 128x128, 256x256, 192x128 */
+    flash2_bwd,    /* bwd.cu: head dims 64 and 128, full and causal */
+    flash2_bwd_workspace,
+    FLASH2_BWD_CAPS, /* GQA, varlen, seqused_k, deterministic */
 };
