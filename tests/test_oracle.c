@@ -466,6 +466,40 @@ START_TEST(reference_refuses_invalid) {
 }
 END_TEST
 
+/* attn_ref_backward refuses what the forward refuses, under its own name, and what the
+ * backward adds (no pages in ABI version 5, dO, the given O), before the GPU is used. */
+static void bwd_refuses(const attn_bwd_params *bp, const char *expect, int line) {
+    static double stand_in[64];
+    float d[1];
+    char err[512] = "";
+    int rc = attn_ref_backward((attn_reference *)stand_in, bp, ATTN_REF_LOWP, d, d, d, 0, err, sizeof err);
+    ck_assert_msg(rc != 0, "line %d: accepted", line);
+    ck_assert_msg(strstr(err, expect), "line %d: expected '%s' in: %s", line, expect, err);
+}
+#define BWD_REFUSES(edit, expect)                                                               \
+    do {                                                                                        \
+        attn_fwd_params p = ref_problem();                                                      \
+        attn_bwd_params b = {.fwd = &p, .dout = buf_in, .do_batch_stride = 2048, .do_head_stride = 64, \
+                             .do_row_stride = 256};                                             \
+        edit;                                                                                   \
+        bwd_refuses(&b, expect, __LINE__);                                                      \
+    } while (0)
+
+START_TEST(reference_backward_refuses_invalid) {
+    static const int32_t arr[4] = {0};
+    BWD_REFUSES(b.fwd = NULL, "attn_ref_backward: NULL reference, params or params->fwd");
+    BWD_REFUSES(p.heads_k = 0, "attn_ref_backward: bad shape");
+    BWD_REFUSES((p.causal = 1, p.window_right = 2), "attn_ref_backward: window_left -1, window_right 2 with causal");
+    BWD_REFUSES((p.block_table = arr, p.page_size = 8, p.num_pages = 1, p.block_table_stride = 1),
+                "has no backward for paged problems");
+    BWD_REFUSES(b.dout = NULL, "NULL dout");
+    BWD_REFUSES(p.o = NULL, "NULL fwd->o");
+    BWD_REFUSES(b.do_head_stride = -1, "dO strides (batch 2048, head -1, row 256) must be >= 0");
+    BWD_REFUSES(p.k_row_stride = 0, "attn_ref_backward: a row stride of 0");
+    BWD_REFUSES(b.do_row_stride = 0, "dO's row stride 0 over 8 rows: invalid");
+}
+END_TEST
+
 START_TEST(per_sequence_lengths) {
     /* batch 2 padded to 3 query and 3 key rows, q = 0 (all scores 0). Sequence 0: 3 queries,
      * 2 keys (its key row 2 is padding, v 99); sequence 1: 1 query, 3 keys. */
@@ -693,6 +727,7 @@ int main(void) {
     TCase *rules = tcase_create("rules");
     tcase_add_test(rules, invalid_problems);
     tcase_add_test(rules, reference_refuses_invalid);
+    tcase_add_test(rules, reference_backward_refuses_invalid);
     suite_add_tcase(s, rules);
     return attn_unit_run(s);
 }
