@@ -152,7 +152,7 @@ static int finish(attn_cudnn_plan *pl, const attn_bwd_params *p, const problem *
 /* p's problem refused (ATTN_UNSUPPORTED with the reason), or NULL. */
 static const char *refusal(const attn_cudnn *c, const attn_bwd_params *p, const problem *pr, char *buf, size_t len) {
     const char *no = known_refusal(c, pr, sdpa_sm_major(), p->deterministic, buf, len);
-    if (no || !pr->dynamic) return no;
+    if (no || !pr->padded) return no;
     /* the helper kernels index rows with 32 bits */
     if ((int64_t)p->fwd->batch * p->fwd->heads * p->fwd->seqlen_q > 0x7fffffff ||
         (int64_t)p->fwd->batch * heads_k_of(p->fwd) * p->fwd->seqlen_k > 0x7fffffff)
@@ -178,6 +178,8 @@ static attn_cudnn_plan *new_bwd_plan(attn_cudnn *c, const attn_bwd_params *p, co
                      : pr->packed_q || sdpa_may_have_keyless_rows(pr) ? STATS_CONVERT
                                                                       : STATS_BOUND;
     pl->stats_role = pl->stats_mode == STATS_BOUND ? ROLE_LSE : ROLE_STATS;
+    /* the bwd-stats kernel reads the lengths (a problem with keyless rows is padded anyway) */
+    if (pl->stats_mode == STATS_CONVERT) pr->padded = 1;
     return pl;
 }
 
