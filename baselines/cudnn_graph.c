@@ -95,9 +95,11 @@ void *sdpa_virt(builder *b, const char *what, int dtype, const int64_t dims[4],
     return sdpa_tensor(b, what, b->next_uid++, dtype, dims, strides, true, false, NULL);
 }
 
-/* y = mode(x[, bb[, t]]); axis >= 0 only for GEN_INDEX */
-void *sdpa_pointwise(builder *b, const char *what, int mode, int prec, int64_t axis, void *x,
-                       void *bb, void *t, void *y) {
+/* y = mode(x[, bb[, t]]); axis >= 0 only for GEN_INDEX. TANH_BWD: bb is dy, y is dx (cuDNN's
+ * DYDESC and DXDESC, as cudnn-frontend binds an activation's backward). */
+void *sdpa_pointwise(builder *b, const char *what, int mode, int prec, int64_t axis, void *x, void *bb, void *t,
+                     void *y) {
+    const int bwd = mode == CUDNN_POINTWISE_TANH_BWD;
     void *d = sdpa_mk(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
     if (!d || SA(b, d, what, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode) ||
         SA(b, d, what, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec) ||
@@ -108,9 +110,13 @@ void *sdpa_pointwise(builder *b, const char *what, int mode, int prec, int64_t a
     if (!op ||
         SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d) ||
         SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ||
-        (bb && SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb)) ||
+        (bb && sdpa_set_attr(b, op, what, bwd ? CUDNN_ATTR_OPERATION_POINTWISE_DYDESC : CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                             bwd ? "CUDNN_ATTR_OPERATION_POINTWISE_DYDESC" : "CUDNN_ATTR_OPERATION_POINTWISE_BDESC",
+                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb)) ||
         (t && SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t)) ||
-        SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) ||
+        sdpa_set_attr(b, op, what, bwd ? CUDNN_ATTR_OPERATION_POINTWISE_DXDESC : CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
+                      bwd ? "CUDNN_ATTR_OPERATION_POINTWISE_DXDESC" : "CUDNN_ATTR_OPERATION_POINTWISE_YDESC",
+                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) ||
         sdpa_fin(b, op, what))
         return NULL;
     return op;

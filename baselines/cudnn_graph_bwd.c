@@ -35,26 +35,6 @@ static void *reshape(sdpa_graph *g, const char *what, void *x, void *y) {
     return y;
 }
 
-/* dx = dy * (1 - tanh(x)^2) over the [B,H,Sq,Sk] scores (TANH_BWD: x, dy in, dx out) */
-static void *tanh_bwd(sdpa_graph *g, const char *what, void *dy, void *x) {
-    builder *b = g->b;
-    const int mode = CUDNN_POINTWISE_TANH_BWD, prec = CUDNN_DATA_FLOAT;
-    void *dx = sdpa_virt(b, what, CUDNN_DATA_FLOAT, g->ds, g->ss);
-    void *d = dx ? sdpa_mk(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what) : NULL;
-    if (!d || SA(b, d, what, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode) ||
-        SA(b, d, what, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec) || sdpa_fin(b, d, what))
-        return NULL;
-    void *op = sdpa_mk(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
-    if (!op ||
-        SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d) ||
-        SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ||
-        SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy) ||
-        SA(b, op, what, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx) ||
-        sdpa_fin(b, op, what) || sdpa_add_op(g, op))
-        return NULL;
-    return dx;
-}
-
 /* The per-sequence lengths (padded) and the ragged offsets of the eight tensors (packed rows),
  * off[] in the order Q, K, V, O, dQ, dK, dV, dO. 0, or -1. */
 static int lengths_and_offsets(sdpa_graph *g, void *off[8]) {
@@ -194,7 +174,8 @@ static void *score_gradient(sdpa_graph *g, const bwd_io *io, void *p) {
         !(x = sdpa_pw(g, "(dP - sum) * P", CUDNN_POINTWISE_MUL, F, F, x, p)))
         return NULL;
     if (io->softcap && (!(x = sdpa_pw(g, "dS * softcap", CUDNN_POINTWISE_MUL, F, F, x, io->softcap)) ||
-                        !(x = tanh_bwd(g, "dS * tanh'(S / softcap)", x, io->before_tanh)) ||
+                        !(x = sdpa_pw(g, "dS * tanh'(S / softcap)", CUDNN_POINTWISE_TANH_BWD, F, F, io->before_tanh,
+                                      x)) ||
                         !(x = sdpa_pw(g, "dS / softcap", CUDNN_POINTWISE_DIV, F, F, x, io->softcap))))
         return NULL;
     return sdpa_pw(g, "dS * scale", CUDNN_POINTWISE_MUL, F, F, x, io->scale);

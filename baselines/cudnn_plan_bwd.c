@@ -77,6 +77,7 @@ static const char *known_refusal(const attn_cudnn *c, const problem *pr, int sm_
         return "a bottom-right aligned mask needs s_q and s_kv multiples of 64 before cuDNN 9.6";
     if (pr->left >= 0 && pr->right >= 0 && sm_major == 9 && v <= 90900 && pr->Sq == pr->Sk)
         return "a left window with a right bound on Hopper with s_q == s_kv is a known bug through cuDNN 9.9";
+    if (pr->left >= 0 && v < 90200) return "a left window needs cuDNN 9.2 or newer in the backward";
     if (pr->left >= 0 && pr->right < 0 && v < 91002)
         return "a left window needs a right bound (causal) before cuDNN 9.10.2";
     if (pr->ragged_q && pr->H != pr->Hk && v < 90600)
@@ -103,10 +104,11 @@ static int64_t slice(problem *pr) {
     return cut;
 }
 
-/* cudnn-frontend's workaround for cuDNN <= 9.15: s_kv not a multiple of 128, no padding mask
- * and no ragged tensors: a padding mask with constant lengths. */
+/* cudnn-frontend's workaround for cuDNN <= 9.15: no padding mask and no ragged tensors, and
+ * s_kv (frontend 1.16 on; s_q in 1.15, with any cuDNN) not a multiple of 128: a padding mask
+ * with constant lengths, which masks nothing. Both conditions taken. */
 static void workaround_padding(const attn_cudnn *c, problem *pr) {
-    if (c->version <= 91500 && pr->Sk % 128 && !pr->padded && !pr->ragged_q) pr->padded = 1;
+    if (c->version <= 91500 && (pr->Sk % 128 || pr->Sq % 128) && !pr->padded && !pr->ragged_q) pr->padded = 1;
 }
 
 /* The plan's scalars, scratch, lengths, offsets, helper kernels and zero fills; on failure
@@ -150,7 +152,7 @@ static int finish(attn_cudnn_plan *pl, const attn_bwd_params *p, const problem *
 /* p's problem refused (ATTN_UNSUPPORTED with the reason), or NULL. */
 static const char *refusal(const attn_cudnn *c, const attn_bwd_params *p, const problem *pr, char *buf, size_t len) {
     const char *no = known_refusal(c, pr, sdpa_sm_major(), p->deterministic, buf, len);
-    if (no || !pr->dynamic) return no;
+    if (no || !pr->padded) return no;
     /* the helper kernels index rows with 32 bits */
     if ((int64_t)p->fwd->batch * p->fwd->heads * p->fwd->seqlen_q > 0x7fffffff ||
         (int64_t)p->fwd->batch * heads_k_of(p->fwd) * p->fwd->seqlen_k > 0x7fffffff)
@@ -176,6 +178,8 @@ static attn_cudnn_plan *new_bwd_plan(attn_cudnn *c, const attn_bwd_params *p, co
                      : pr->packed_q || sdpa_may_have_keyless_rows(pr) ? STATS_CONVERT
                                                                       : STATS_BOUND;
     pl->stats_role = pl->stats_mode == STATS_BOUND ? ROLE_LSE : ROLE_STATS;
+    /* the bwd-stats kernel reads the lengths (a problem with keyless rows is padded anyway) */
+    if (pl->stats_mode == STATS_CONVERT) pr->padded = 1;
     return pl;
 }
 

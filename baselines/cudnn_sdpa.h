@@ -1,5 +1,5 @@
-/* cuDNN's fused flash-attention forward as a baseline to time against, called from C
- * through the cuDNN 9 backend (graph) API. libcudnn is loaded at run time, so the harness
+/* cuDNN's fused flash-attention forward (and backward: "the backward pass" below) as a
+ * baseline to time against, called from C through the cuDNN 9 backend (graph) API. libcudnn is loaded at run time, so the harness
  * builds and runs where cuDNN is absent (attn_cudnn_open then says why).
  *
  * Library: $ATTN_CUDNN_LIB when set (that path only); else the CMake cache option
@@ -225,10 +225,11 @@ void attn_cudnn_plan_get_info(const attn_cudnn_plan *plan, attn_cudnn_plan_info 
  * Refused (ATTN_UNSUPPORTED, the reason in why) besides what cuDNN's heuristics refuse:
  * cudnn-frontend's backward support surface for the loaded version and GPU (head dims over
  * 128, or over 256 on Hopper; s_q = s_kv = 1; 9.10.0/9.10.1; 9.14.0's non-causal left window
- * with s_kv > 1024; ...), softcap with a mask, deterministic off Hopper. cuDNN <= 9.15 with
- * s_kv not a multiple of 128 gets cudnn-frontend's workaround (a padding mask with constant
- * lengths). The workspace: [fp32 dQ accumulator][row sums][cuDNN's], attn_cudnn_bwd_plan_workspace
- * bytes in all. */
+ * with s_kv > 1024; ...), softcap with a mask, deterministic off Hopper, more than 2^31 - 1
+ * rows for the helper kernels. cuDNN <= 9.15 with s_q or s_kv not a multiple of 128 gets
+ * cudnn-frontend's workaround (a padding mask with constant lengths, which masks nothing).
+ * The workspace: [fp32 dQ accumulator][row sums][cuDNN's], each 256-byte aligned,
+ * attn_cudnn_bwd_plan_workspace bytes in all. Thread safety and streams as the forward's. */
 
 /* A backward plan for p (p->fwd the forward problem; p's strides and deterministic flag; its
  * pointers only when tuning). Tuning (opts->tune, $ATTN_CUDNN_AUTOTUNE) times the configs on
@@ -247,10 +248,10 @@ size_t attn_cudnn_bwd_plan_workspace(const attn_cudnn_plan *plan);
 int attn_cudnn_bwd_plan_tune(attn_cudnn_plan *plan, const attn_bwd_params *p, int keep_first, cudaStream_t stream,
                              char *why, size_t whylen);
 /* Enqueues one backward on stream with p's pointers (the problem the plan was made for;
- * softmax_scale may differ): dq, dk, dv written as attn_abi.h says. p->workspace: NULL when
- * the plan owns one, else >= attn_cudnn_bwd_plan_workspace bytes, 16-byte aligned. Every
- * pointer 16-byte aligned. No allocation, no synchronization (capturable). 0, or non-zero
- * with why. */
+ * softmax_scale may differ): dq, dk, dv written as attn_abi.h says. The workspace is
+ * p->workspace when set (p->workspace_bytes >= attn_cudnn_bwd_plan_workspace, 16-byte
+ * aligned), else the plan's own. Every tensor 16-byte aligned. No allocation, no
+ * synchronization (capturable). 0, or non-zero with why. */
 int attn_cudnn_bwd_plan_run(attn_cudnn_plan *plan, const attn_bwd_params *p, cudaStream_t stream, char *why,
                             size_t whylen);
 

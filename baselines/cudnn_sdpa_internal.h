@@ -389,7 +389,8 @@ void *sdpa_tensor(builder *b, const char *what, int64_t uid, int dtype, const in
 void *sdpa_io_tensor(builder *b, const char *what, int64_t uid, int role, int dtype, const int64_t dims[4],
                      const int64_t strides[4], bool by_value, void *ragged);
 void *sdpa_virt(builder *b, const char *what, int dtype, const int64_t dims[4], const int64_t strides[4]);
-/* Operations: y = mode(x[, bb[, t]]) (axis >= 0 only for GEN_INDEX); y = reduce(x) over the
+/* Operations: y = mode(x[, bb[, t]]) (axis >= 0 only for GEN_INDEX; TANH_BWD: x, dy = bb,
+ * dx = y); y = reduce(x) over the
  * dimensions where y has extent 1 or fewer (the heads of a GQA group); cc = a . bm with the
  * optional [B,1,1,1] int32 overrides of M, N, K. NULL on failure. */
 void *sdpa_pointwise(builder *b, const char *what, int mode, int prec, int64_t axis, void *x, void *bb, void *t,

@@ -94,7 +94,17 @@ START_TEST(test_bwd_graph) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: attn_unit_cudnn_bwd_graph\n"
+               "The cuDNN backward graph's descriptors finalized by the libcudnn this machine loads (no GPU\n"
+               "needed): 0 all built (the controls refused), 1 a failure, 77 no libcudnn.\n");
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "attn_unit_cudnn_bwd_graph: unknown argument '%s' (it takes none; --help)\n", argv[1]);
+        return 2;
+    }
     char why[2048];
     if (sdpa_open_library(&lib, why, sizeof why)) {
         printf("skipped: %s\n", why);

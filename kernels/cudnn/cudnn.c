@@ -1,5 +1,5 @@
-/* cudnn: cuDNN's fused attention forward as a kernel under test, through the same code as
- * the benchmarks' cuDNN baseline (baselines/cudnn_sdpa.h). See NOTES.md.
+/* cudnn: cuDNN's fused attention forward and backward as a kernel under test, through the
+ * same code as the benchmarks' cuDNN baseline (baselines/cudnn_sdpa.h). See NOTES.md.
  *
  * fwd looks the problem up in a cache of plans keyed on everything a plan depends on (the
  * device, dtype, batch, heads, heads_k, both lengths, both head dims, causal, the window,
@@ -21,7 +21,16 @@
  * do the case: no library, a GPU before sm_80, a head dim or a stride that is not a multiple
  * of 8 elements, a pointer (block_table and seqused_k included) not 16-byte aligned, a
  * combination cudnn-frontend knows to be broken in this cuDNN, or a graph cuDNN refuses (the
- * LSE as an output included). Other failures return 2 with the reason on stderr. */
+ * LSE as an output included). Other failures return 2 with the reason on stderr.
+ *
+ * bwd alike, with its own cache (the forward's key, the gradients' twelve strides, the
+ * deterministic flag): bwd_workspace builds the plan with no buffers (the pointers are not
+ * set yet) and answers its workspace (cuDNN's, the fp32 dQ accumulator, the dO.O row sums:
+ * attn_cudnn_bwd_plan_workspace), enough for any engine config; the first bwd call chooses
+ * the engine (autotuned on the call's buffers and workspace, or the heuristics' first inside
+ * a capture or with ATTN_CUDNN_AUTOTUNE=0); every call then only enqueues, in the harness's
+ * workspace. Deterministic (ATTN_BWD_DETERMINISTIC): cudnn-frontend's deterministic graph,
+ * on Hopper only (elsewhere ATTN_UNSUPPORTED). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
