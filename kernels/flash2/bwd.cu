@@ -64,14 +64,17 @@ int check(const attn_bwd_params *bp, attn_fwd_params *n) {
 }
 
 /* The main kernel's dynamic shared memory above 48 KB: raised once per device (a property of
- * the function in that device's context), as the forward's launch does */
+ * the function in that device's context), as the forward's launch does. A GPU whose blocks
+ * cannot have that much (under sm_80's 163 KB: sm_86, sm_89 at d128) is not supported. */
 template <typename T, int D>
 int raise_smem(void) {
     static std::atomic<unsigned long long> raised{0};
-    int dev = 0;
+    int dev = 0, optin = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return kErr;
     const unsigned long long bit = dev < 64 ? 1ull << dev : 0; /* past 64 devices: every call */
     if (raised.load(std::memory_order_relaxed) & bit) return ATTN_OK;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return kErr;
+    if (optin < BwdConfig<D>::SMEM) return ATTN_UNSUPPORTED;
     if (cudaFuncSetAttribute(flash2_bwd_main<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              BwdConfig<D>::SMEM) != cudaSuccess)
         return kErr;
@@ -83,7 +86,8 @@ template <typename T, int D>
 int launch(const BwdArgs &a, int deterministic, cudaStream_t stream) {
     using C = BwdConfig<D>;
     const attn_fwd_params &p = a.p;
-    if (raise_smem<T, D>() != ATTN_OK) return kErr;
+    const int rc = raise_smem<T, D>();
+    if (rc != ATTN_OK) return rc;
     const dim3 rows_grid((p.seqlen_q + kRowPassRows - 1) / kRowPassRows, p.heads, p.batch);
     const bool any_rows = a.dq_acc != nullptr; /* packed: every sequence may be empty */
     if (any_rows) flash2_bwd_pre<T, D><<<rows_grid, kRowPassThreads, 0, stream>>>(a);

@@ -1,0 +1,543 @@
+#!/usr/bin/env python3
+"""Lane-level emulation of kernels/flash2/bwd_kernel.cuh (pre, main, post) on the CPU: a
+development aid for changing the backward without a GPU (NOTES_bwd.md), not part of the build.
+
+Transcribes every address formula of the kernels and emulates the PTX they use (ldmatrix x4
+[.trans], mma.sync m16n8k16, cp.async landing at the wait of its commit group, red.add) lane
+by lane, shared memory NaN-poisoned; compares dQ, dK, dV with a float64 reference of
+attn_abi.h's backward and checks that nothing outside the rows it must write changes (NaN
+poison between rows and past the ends). Inputs, P and dS rounded to fp16 as the kernel does.
+It checks the index math, not the hardware (races, atomics' order, timing).
+Usage: python3 bwd_emulate.py [substring of case names]   (needs numpy; exit 1 on a failure)"""
+import math
+import sys
+
+import numpy as np
+
+LOG2E = 1.4426950408889634
+LN = np.arange(32)
+G, TT = LN >> 2, LN & 3
+L7, K_HI, HI16 = LN & 7, (LN >> 3) & 1, LN >> 4
+ROW_A, ROW_B = L7 + 8 * K_HI, L7 + 8 * HI16
+
+
+def r16(x):
+    return np.asarray(x, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def swz(LD, row, chunk):
+    return row * LD + ((chunk ^ (row & 7)) << 3)
+
+
+class Smem:
+    def __init__(self, nbytes):
+        self.h = np.full(nbytes // 2, np.nan)  # 16-bit elements, by element index
+        self.f = np.full(nbytes // 4, np.nan)  # float32 words, by word index
+        self.n = nbytes
+        self.pending = []  # committed groups of copies
+        self.open = []
+
+    def ldsm(self, addr, trans):
+        addr = np.asarray(addr)
+        assert addr.shape == (32,) and np.all(addr % 16 == 0) and np.all(addr >= 0) and np.all(addr + 16 <= self.n)
+        regs = []
+        for mi in range(4):
+            rows = addr[8 * mi:8 * mi + 8] // 2
+            M = np.stack([self.h[r:r + 8] for r in rows])  # 8 x 8
+            assert not np.isnan(M).any(), "ldmatrix reads unwritten shared memory"
+            if not trans:
+                regs.append(np.stack([M[LN // 4, 2 * (LN % 4)], M[LN // 4, 2 * (LN % 4) + 1]], 1))
+            else:
+                regs.append(np.stack([M[2 * (LN % 4), LN // 4], M[2 * (LN % 4) + 1, LN // 4]], 1))
+        return regs
+
+    # cp.async: copies land at the wait
+    def cp(self, kind, dst, vals):
+        self.open.append((kind, dst, np.array(vals, dtype=np.float64)))
+
+    def commit(self):
+        self.pending.append(self.open)
+        self.open = []
+
+    def wait_all(self):
+        for grp in self.pending:
+            for kind, dst, vals in grp:
+                if kind == 'h':
+                    assert dst % 8 == 0 and 0 <= dst and dst + 8 <= len(self.h)
+                    self.h[dst:dst + 8] = vals
+                else:
+                    self.f[dst] = vals
+        self.pending = []
+
+
+def mma(c, a, b0, b1):
+    A = np.zeros((16, 16))
+    for j in range(2):
+        A[G, 2 * TT + j] = a[0][:, j]
+        A[G + 8, 2 * TT + j] = a[1][:, j]
+        A[G, 2 * TT + 8 + j] = a[2][:, j]
+        A[G + 8, 2 * TT + 8 + j] = a[3][:, j]
+    B = np.zeros((16, 8))
+    for j in range(2):
+        B[2 * TT + j, G] = b0[:, j]
+        B[2 * TT + 8 + j, G] = b1[:, j]
+    assert not np.isnan(A).any() and not np.isnan(B).any()
+    C = A @ B
+    return c + np.stack([C[G, 2 * TT], C[G, 2 * TT + 1], C[G + 8, 2 * TT], C[G + 8, 2 * TT + 1]], 1)
+
+
+def pack(lo, hi):
+    return np.stack([r16(lo), r16(hi)], 1)
+
+
+class Tensor:
+    """a flat global array with poison, element (b, h, i, c) at b bs + h hs + i rs + c"""
+
+    def __init__(self, size, bs, hs, rs):
+        self.a = np.full(size, np.nan)
+        self.bs, self.hs, self.rs = bs, hs, rs
+
+
+# --------------------------------------------------------------------------------------
+class Cfg:
+    def __init__(self, D):
+        self.D, self.WARPS = D, 8
+        self.THREADS, self.BC, self.BR = 256, 128, 64
+        BC, BR = self.BC, self.BR
+        self.OFF_K = 0
+        self.OFF_V = self.OFF_K + BC * D * 2
+        self.OFF_Q = self.OFF_V + BC * D * 2
+        self.OFF_DO = self.OFF_Q + 2 * BR * D * 2
+        self.OFF_DS = self.OFF_DO + 2 * BR * D * 2
+        self.OFF_LSE = self.OFF_DS + BC * BR * 2
+        self.OFF_DEL = self.OFF_LSE + 2 * BR * 4
+        self.SMEM = self.OFF_DEL + 2 * BR * 4
+        self.DQ_RG = BR // 16
+        self.DQ_CG = self.WARPS // self.DQ_RG
+        self.DQ_COLS = D // self.DQ_CG
+        self.DQ_CHUNK = min(self.DQ_COLS // 8, 8)
+
+
+def load_rows(sm, LD, NCH, ROWS, THREADS, tile_el, src_arr, first, row_stride, valid_rows):
+    W = 16 if (LD // 8) % 16 == 0 else 8
+    RSTEP, COLS = THREADS // W, (NCH + W - 1) // W
+    assert ROWS % RSTEP == 0
+    for x in range(THREADS):
+        chunk, r = x % W, x // W
+        if NCH < W and chunk >= NCH:
+            continue
+        dst = tile_el + swz(LD, r, chunk)
+        src = first + r * row_stride + chunk * 8
+        for i in range(ROWS // RSTEP):
+            valid = valid_rows >= ROWS or r + i * RSTEP < valid_rows
+            for m in range(COLS):
+                d = dst + i * RSTEP * LD + m * W * 8
+                if valid:
+                    s = src + i * RSTEP * row_stride + m * W * 8
+                    vals = src_arr[s:s + 8]
+                    assert len(vals) == 8 and not np.isnan(vals).any(), "load_rows reads outside the data"
+                    sm.cp('h', d, vals)
+                else:
+                    sm.cp('h', d, np.zeros(8))
+
+
+def seq_len_q(p, b):
+    return p['cu_q'][b + 1] - p['cu_q'][b] if p['cu_q'] is not None else p['Sq']
+
+
+def seq_len_k(p, b):
+    sk = p['cu_k'][b + 1] - p['cu_k'][b] if p['cu_k'] is not None else p['Sk']
+    return min(sk, max(p['used'][b], 0)) if p['used'] is not None else sk
+
+
+def q_rows(p, b):
+    ln = seq_len_q(p, b)
+    if p['cu_q'] is not None:
+        tok0 = p['cu_q'][b]
+        return ln, tok0, p['total_q'], tok0
+    return ln, b * p['H'] * p['Sq'], p['Sq'], -1
+
+
+def seq_off(tok0, b, bs, rs):
+    return tok0 * rs if tok0 >= 0 else b * bs
+
+
+def pre_post(p, a, D, post):
+    CH = D // 8
+    STEP = 256 // CH
+    for b in range(p['B']):
+        for h in range(p['H']):
+            for bx in range((p['Sq'] + 63) // 64):
+                m0 = bx * 64
+                qlen, ws_base, ws_head, tok0 = q_rows(p, b)
+                if m0 >= qlen:
+                    continue
+                ws0 = ws_base + h * ws_head
+                for tid in range(256):
+                    chunk = tid % CH
+                    if not post:
+                        o = seq_off(tok0, b, p['O'].bs, p['O'].rs) + h * p['O'].hs + chunk * 8
+                        do = seq_off(tok0, b, p['dO'].bs, p['dO'].rs) + h * p['dO'].hs + chunk * 8
+                    else:
+                        dq = seq_off(tok0, b, p['dQ'].bs, p['dQ'].rs) + h * p['dQ'].hs + chunk * 8
+                    for r in range(tid // CH, 64, STEP):
+                        i = m0 + r
+                        if i >= qlen:
+                            continue
+                        row = ws0 + i
+                        if not post:
+                            ov = p['O'].a[o + i * p['O'].rs:o + i * p['O'].rs + 8]
+                            dv = p['dO'].a[do + i * p['dO'].rs:do + i * p['dO'].rs + 8]
+                            assert not np.isnan(ov).any() and not np.isnan(dv).any()
+                            a['dot'][(row, chunk)] = float(np.dot(ov, dv))
+                            if chunk == 0:
+                                a['rows_pre'].add(row)
+                            for s in range(a['nsplit']):
+                                base = s * a['split_stride'] + row * D + chunk * 8
+                                a['dq_acc'][base:base + 8] = 0.0
+                        else:
+                            acc = a['dq_acc'][row * D + chunk * 8: row * D + chunk * 8 + 8].copy()
+                            for s in range(1, a['nsplit']):
+                                base = s * a['split_stride'] + row * D + chunk * 8
+                                acc = acc + a['dq_acc'][base:base + 8]
+                            assert not np.isnan(acc).any(), "dq_acc read before zeroing"
+                            off = dq + i * p['dQ'].rs
+                            p['dQ'].a[off:off + 8] = r16(acc * p['scale'])
+    if not post:  # the shuffle reduction and the chunk-0 writes
+        for row in a['rows_pre']:
+            dot = sum(a['dot'][(row, c)] for c in range(CH))
+            a['delta'][row] = dot
+            lse = p['lse'][row]
+            a['lse2'][row] = math.inf if lse == -math.inf else lse * LOG2E
+
+
+def main_kernel(p, a, cfg, det):
+    D, BC, BR, TH = cfg.D, cfg.BC, cfg.BR, cfg.THREADS
+    NTQ, NTD = BR // 8, D // 8
+    STAGE_BYTES = BR * D * 2
+    key_blocks = (p['Sk'] + BC - 1) // BC
+    gx = a['nsplit'] if det else key_blocks
+    for b in range(p['B']):
+        for hk in range(p['Hk']):
+            for bx in range(gx):
+                block(p, a, cfg, bx, gx, hk, b, NTQ, NTD, STAGE_BYTES)
+
+
+def block(p, a, cfg, bx, gx, hk, b, NTQ, NTD, STAGE_BYTES):
+    D, BC, BR, TH = cfg.D, cfg.BC, cfg.BR, cfg.THREADS
+    sm = Smem(cfg.SMEM)
+    Sq, ws_base, ws_head, tok0 = q_rows(p, b)
+    Sk = seq_len_k(p, b)
+    offset, group = Sk - Sq, p['H'] // p['Hk']
+    k_tok0 = p['cu_k'][b] if p['cu_k'] is not None else -1
+
+    def kv_base(T):
+        return (k_tok0 * T.rs if k_tok0 >= 0 else b * T.bs) + hk * T.hs
+
+    k_head, v_head = kv_base(p['K']), kv_base(p['V'])
+    q_seq = seq_off(tok0, b, p['Q'].bs, p['Q'].rs)
+    do_seq = seq_off(tok0, b, p['dO'].bs, p['dO'].rs)
+    dq_acc0 = bx * a['split_stride']
+    a_k = [cfg.OFF_K + (16 * w + ROW_A) * D * 2 for w in range(8)]
+    a_v = [cfg.OFF_V + (16 * w + ROW_A) * D * 2 for w in range(8)]
+    bn_q, bn_do = cfg.OFF_Q + ROW_B * D * 2, cfg.OFF_DO + ROW_B * D * 2
+    bt_q, bt_do = cfg.OFF_Q + ROW_A * D * 2, cfg.OFF_DO + ROW_A * D * 2
+    kt, ds_lane = cfg.OFF_K + ROW_A * D * 2, cfg.OFF_DS + ROW_B * BR * 2
+
+    def load_step(stage, h, m0):
+        load_rows(sm, D, D // 8, BR, TH, cfg.OFF_Q // 2 + stage * BR * D, p['Q'].a,
+                  q_seq + h * p['Q'].hs + m0 * p['Q'].rs, p['Q'].rs, Sq - m0)
+        load_rows(sm, D, D // 8, BR, TH, cfg.OFF_DO // 2 + stage * BR * D, p['dO'].a,
+                  do_seq + h * p['dO'].hs + m0 * p['dO'].rs, p['dO'].rs, Sq - m0)
+        for x in range(2 * BR):
+            r = x % BR
+            valid = m0 + r < Sq
+            src_arr = a['lse2'] if x < BR else a['delta']
+            src = ws_base + h * ws_head + m0 + r
+            dst = ((cfg.OFF_LSE if x < BR else cfg.OFF_DEL) + (stage * BR + r) * 4) // 4
+            if valid:
+                assert not np.isnan(src_arr[src])
+            sm.cp('f', dst, src_arr[src] if valid else 0.0)
+
+    n_kb = (Sk + BC - 1) // BC
+    for kb in range(bx, n_kb, gx):
+        n0 = kb * BC
+        q_lo = max(n0 - offset, 0) if p['causal'] else 0
+        qb_first, qb_end = q_lo // BR, (Sq + BR - 1) // BR
+        steps = 0 if q_lo >= Sq else (qb_end - qb_first) * group
+        acc_dk = [np.zeros((NTD, 32, 4)) for _ in range(8)]
+        acc_dv = [np.zeros((NTD, 32, 4)) for _ in range(8)]
+        if steps > 0:
+            load_rows(sm, D, D // 8, BC, TH, cfg.OFF_K // 2, p['K'].a, k_head + n0 * p['K'].rs, p['K'].rs, Sk - n0)
+            load_rows(sm, D, D // 8, BC, TH, cfg.OFF_V // 2, p['V'].a, v_head + n0 * p['V'].rs, p['V'].rs, Sk - n0)
+            load_step(0, hk * group, qb_first * BR)
+            sm.commit()
+        h, qb = hk * group, qb_first
+        for it in range(steps):
+            stage, hs, m0 = it & 1, h, qb * BR
+            qb += 1
+            if qb == qb_end:
+                qb, h = qb_first, h + 1
+            sm.wait_all()
+            if it + 1 < steps:
+                load_step(stage ^ 1, h, qb * BR)
+            sm.commit()
+            mask = n0 + BC > Sk or m0 + BR > Sq or (p['causal'] and n0 + BC - 1 > m0 + offset)
+            for w in range(8):
+                s = gemm_nt(sm, D, NTQ, a_k[w], bn_q + stage * STAGE_BYTES)
+                dp = gemm_nt(sm, D, NTQ, a_v[w], bn_do + stage * STAGE_BYTES)
+                ppk, dpk = softmax_grad(sm, p, a, cfg, s, dp, (cfg.OFF_LSE // 4) + stage * BR,
+                                        (cfg.OFF_DEL // 4) + stage * BR, cfg.OFF_DS // 2 + 16 * w * BR,
+                                        n0 + 16 * w + G, m0, Sq, Sk, mask, NTQ)
+                gemm_tn(sm, D, NTQ, acc_dv[w], ppk, bt_do + stage * STAGE_BYTES)
+                gemm_tn(sm, D, NTQ, acc_dk[w], dpk, bt_q + stage * STAGE_BYTES)
+            for w in range(8):
+                rg, cg = w % cfg.DQ_RG, w // cfg.DQ_RG
+                gemm_dq(sm, a, cfg, dq_acc0 + (ws_base + hs * ws_head + m0) * D, Sq - m0, ds_lane, kt, rg, cg)
+        for w in range(8):
+            for r in range(2):
+                key = n0 + 16 * w + G + 8 * r
+                for lane in range(32):
+                    if key[lane] >= Sk:
+                        continue
+                    dk = kv_base(p['dK']) + key[lane] * p['dK'].rs + 2 * TT[lane]
+                    dv = kv_base(p['dV']) + key[lane] * p['dV'].rs + 2 * TT[lane]
+                    for dt in range(NTD):
+                        p['dK'].a[dk + dt * 8:dk + dt * 8 + 2] = r16(acc_dk[w][dt, lane, 2 * r:2 * r + 2] * p['scale'])
+                        p['dV'].a[dv + dt * 8:dv + dt * 8 + 2] = r16(acc_dv[w][dt, lane, 2 * r:2 * r + 2])
+    assert all(not grp for grp in sm.pending) and not sm.open, "copies in flight at exit"
+
+
+def gemm_nt(sm, D, NT, a_lane, b_lane):
+    c = np.zeros((NT, 32, 4))
+    for kk in range(D // 16):
+        af = sm.ldsm(a_lane + (((2 * kk + HI16) ^ L7) << 4), False)
+        for nt in range(0, NT, 2):
+            bf = sm.ldsm(b_lane + nt * 8 * D * 2 + (((2 * kk + K_HI) ^ L7) << 4), False)
+            c[nt] = mma(c[nt], af, bf[0], bf[1])
+            c[nt + 1] = mma(c[nt + 1], af, bf[2], bf[3])
+    return c
+
+
+def gemm_tn(sm, D, NTQ, acc, pk, bt_lane):
+    for kb in range(NTQ // 2):
+        af = [pk[2 * kb][0], pk[2 * kb][1], pk[2 * kb + 1][0], pk[2 * kb + 1][1]]
+        for dt in range(0, D // 8, 2):
+            bf = sm.ldsm(bt_lane + kb * 16 * D * 2 + (((dt + HI16) ^ L7) << 4), True)
+            acc[dt] = mma(acc[dt], af, bf[0], bf[1])
+            acc[dt + 1] = mma(acc[dt + 1], af, bf[2], bf[3])
+
+
+def gemm_dq(sm, a, cfg, dq_rows, rows, ds_lane, kt_lane, rg, cg):
+    D, BC, BR, CHUNK, NT0 = cfg.D, cfg.BC, cfg.BR, cfg.DQ_CHUNK, cfg.DQ_COLS // 8
+    for c0 in range(0, NT0, CHUNK):
+        acc = np.zeros((CHUNK, 32, 4))
+        for kk in range(BC // 16):
+            af = sm.ldsm(ds_lane + kk * 16 * BR * 2 + (((2 * rg + K_HI) ^ L7) << 4), True)
+            for j in range(0, CHUNK, 2):
+                dt = cg * NT0 + c0 + j
+                bf = sm.ldsm(kt_lane + kk * 16 * D * 2 + (((dt + HI16) ^ L7) << 4), True)
+                acc[j] = mma(acc[j], af, bf[0], bf[1])
+                acc[j + 1] = mma(acc[j + 1], af, bf[2], bf[3])
+        for r in range(2):
+            row = 16 * rg + G + 8 * r
+            for lane in range(32):
+                if row[lane] >= rows:
+                    continue
+                dst = dq_rows + row[lane] * D + (cg * NT0 + c0) * 8 + 2 * TT[lane]
+                for j in range(CHUNK):
+                    x = a['dq_acc'][dst + 8 * j:dst + 8 * j + 2]
+                    assert not np.isnan(x).any(), "atomic into an unzeroed accumulator"
+                    a['dq_acc'][dst + 8 * j:dst + 8 * j + 2] = x + acc[j, lane, 2 * r:2 * r + 2]
+                    a['touched'].add(dst + 8 * j)
+
+
+def softmax_grad(sm, p, a, cfg, s, dp, lse_w, del_w, ds_rows, key0, m0, Sq, Sk, mask, NTQ):
+    offset = Sk - Sq
+    BR = NTQ * 8
+    for nt in range(NTQ):
+        l2x, l2y = sm.f[lse_w + nt * 8 + 2 * TT], sm.f[lse_w + nt * 8 + 2 * TT + 1]
+        assert not np.isnan(l2x).any() and not np.isnan(l2y).any()
+        for e in range(4):
+            with np.errstate(over='ignore', invalid='ignore'):
+                s[nt][:, e] = np.exp2(s[nt][:, e] * a['scale_log2'] - (l2y if e & 1 else l2x))
+    if mask:
+        for nt in range(NTQ):
+            for e in range(4):
+                key = key0 + 8 * (e >> 1)
+                qi = m0 + nt * 8 + 2 * TT + (e & 1)
+                hid = (key >= Sk) | (qi >= Sq) | (p['causal'] & (key > qi + offset))
+                s[nt][hid, e] = 0.0
+    ppk, dpk = [], []
+    for nt in range(NTQ):
+        ddx, ddy = sm.f[del_w + nt * 8 + 2 * TT], sm.f[del_w + nt * 8 + 2 * TT + 1]
+        for e in range(4):
+            dp[nt][:, e] = s[nt][:, e] * (dp[nt][:, e] - (ddy if e & 1 else ddx))
+        assert np.isfinite(s[nt]).all() and np.isfinite(dp[nt]).all(), "inf or NaN in P or dS"
+        ppk.append((pack(s[nt][:, 0], s[nt][:, 1]), pack(s[nt][:, 2], s[nt][:, 3])))
+        dpk.append((pack(dp[nt][:, 0], dp[nt][:, 1]), pack(dp[nt][:, 2], dp[nt][:, 3])))
+        for lane in range(32):
+            o0 = ds_rows + swz(BR, G[lane], nt) + 2 * TT[lane]
+            o1 = ds_rows + swz(BR, G[lane] + 8, nt) + 2 * TT[lane]
+            sm.h[o0:o0 + 2] = dpk[nt][0][lane]
+            sm.h[o1:o1 + 2] = dpk[nt][1][lane]
+    return ppk, dpk
+
+
+# ----------------------------------------------------------------------------- reference
+def reference(p, Qv, Kv, Vv, dOv):
+    """float64 backward per sequence and head: dicts of arrays [len][D]; also O, LSE"""
+    out = {}
+    for b in range(p['B']):
+        sq, sk = seq_len_q(p, b), seq_len_k(p, b)
+        for h in range(p['H']):
+            hk = h // (p['H'] // p['Hk'])
+            q, k, v, do = Qv[b][h], Kv[b][hk][:sk], Vv[b][hk][:sk], dOv[b][h]
+            S = p['scale'] * q @ k.T
+            i = np.arange(sq)[:, None]
+            j = np.arange(sk)[None, :]
+            vis = np.ones((sq, sk), bool) if not p['causal'] else j <= i + sk - sq
+            S = np.where(vis, S, -np.inf)
+            m = S.max(1, initial=-np.inf)
+            any_ = vis.any(1)
+            P = np.where(vis, np.exp(S - np.where(any_, m, 0)[:, None]), 0.0)
+            l = P.sum(1)
+            P = np.where(any_[:, None], P / np.where(any_, l, 1)[:, None], 0.0)
+            lse = np.where(any_, m + np.log(np.where(any_, l, 1)), -np.inf)
+            O = P @ v
+            out[(b, h)] = dict(O=O, lse=lse, P=P, q=q, k=k, v=v, do=do, hk=hk, sk=sk)
+    return out
+
+
+def run_case(name, B, H, Hk, Sq, Sk, D, causal, layout='bshd', det=False, cu_q=None, cu_k=None, used=None,
+             seed=0):
+    rng = np.random.default_rng(seed)
+    cfg = Cfg(D)
+    var_q, var_k = cu_q is not None, cu_k is not None
+    qlens = [cu_q[b + 1] - cu_q[b] for b in range(B)] if var_q else [Sq] * B
+    klens = [cu_k[b + 1] - cu_k[b] for b in range(B)] if var_k else [Sk] * B
+    total_q = cu_q[B] if var_q else 0
+    pad = 8  # elements of poison between rows
+
+    def mk(heads, lens, var, rows_max):
+        if var:
+            tot = sum(lens)
+            rs = heads * (D + pad)
+            T = Tensor(tot * rs + 64, 0, D + pad, rs)
+        elif layout == 'bshd':
+            rs = heads * (D + pad)
+            T = Tensor(B * rows_max * rs + 64, rows_max * rs, D + pad, rs)
+        else:  # bhsd
+            rs = D + pad
+            T = Tensor(B * heads * rows_max * rs + 64, heads * rows_max * rs, rows_max * rs, rs)
+        return T
+
+    p = dict(B=B, H=H, Hk=Hk, Sq=Sq, Sk=Sk, causal=causal, scale=1.0 / math.sqrt(D) * 1.3,
+             cu_q=cu_q, cu_k=cu_k, used=used, total_q=total_q)
+    p['Q'], p['O'], p['dO'], p['dQ'] = (mk(H, qlens, var_q, Sq) for _ in range(4))
+    p['K'], p['V'], p['dK'], p['dV'] = (mk(Hk, klens, var_k, Sk) for _ in range(4))
+
+    def view(T, b, h, i, var, cu):
+        off = (cu[b] * T.rs if var else b * T.bs) + h * T.hs + i * T.rs
+        return off
+
+    Qv, Kv, Vv, dOv = {}, {}, {}, {}
+    for b in range(B):
+        Qv[b], Kv[b], Vv[b], dOv[b] = {}, {}, {}, {}
+        for h in range(H):
+            Qv[b][h] = r16(rng.standard_normal((qlens[b], D)))
+            dOv[b][h] = r16(rng.standard_normal((qlens[b], D)))
+        for h in range(Hk):
+            Kv[b][h] = r16(rng.standard_normal((klens[b], D)))
+            Vv[b][h] = r16(rng.standard_normal((klens[b], D)))
+    ref = reference(p, Qv, Kv, Vv, dOv)
+    lse_rows = (H * total_q) if var_q else B * H * Sq
+    p['lse'] = np.full(lse_rows, np.nan)
+    for b in range(B):
+        for h in range(H):
+            for i in range(qlens[b]):
+                p['Q'].a[view(p['Q'], b, h, i, var_q, cu_q):][:D] = Qv[b][h][i]
+                p['dO'].a[view(p['dO'], b, h, i, var_q, cu_q):][:D] = dOv[b][h][i]
+                p['O'].a[view(p['O'], b, h, i, var_q, cu_q):][:D] = r16(ref[(b, h)]['O'][i])
+                li = h * total_q + cu_q[b] + i if var_q else (b * H + h) * Sq + i
+                p['lse'][li] = np.float32(ref[(b, h)]['lse'][i])
+        for h in range(Hk):
+            for i in range(klens[b]):
+                p['K'].a[view(p['K'], b, h, i, var_k, cu_k):][:D] = Kv[b][h][i]
+                p['V'].a[view(p['V'], b, h, i, var_k, cu_k):][:D] = Vv[b][h][i]
+    # the plan (bwd_plan.h)
+    rows = lse_rows
+    nsplit = 1
+    if det:
+        jobs = B * Hk
+        n = (264 + jobs - 1) // jobs
+        n = min(n, max(1, (Sk + 127) // 128))
+        nsplit = max(1, n)
+    a = dict(delta=np.full(rows, np.nan), lse2=np.full(rows, np.nan), dq_acc=np.full(nsplit * rows * D, np.nan),
+             nsplit=nsplit if det else 1, split_stride=rows * D if det else 0, scale_log2=p['scale'] * LOG2E,
+             dot={}, rows_pre=set(), touched=set())
+    pre_post(p, a, D, post=False)
+    main_kernel(p, a, cfg, det)
+    pre_post(p, a, D, post=True)
+    # compare
+    worst = 0.0
+    written = {k: np.zeros(len(p[k].a), bool) for k in ('dQ', 'dK', 'dV')}
+    dK_ref, dV_ref = {}, {}
+    for b in range(B):
+        for h in range(H):
+            r = ref[(b, h)]
+            P, q, k, v, do = r['P'], r['q'], r['k'], r['v'], r['do']
+            Dl = (do * r16(r['O'])).sum(1)
+            dP = do @ v.T
+            dS = P * (dP - Dl[:, None])
+            dq = p['scale'] * dS @ k
+            dk = p['scale'] * dS.T @ q
+            dv = P.T @ do
+            key = (b, r['hk'])
+            dK_ref[key] = dK_ref.get(key, 0) + dk
+            dV_ref[key] = dV_ref.get(key, 0) + dv
+            for i in range(qlens[b]):
+                off = view(p['dQ'], b, h, i, var_q, cu_q)
+                got = p['dQ'].a[off:off + D]
+                written['dQ'][off:off + D] = True
+                worst = max(worst, np.abs(got - dq[i]).max() / (np.abs(dq).max() + 1e-3))
+                assert not np.isnan(got).any(), (name, 'dQ unwritten', b, h, i)
+        for hk in range(Hk):
+            sk = seq_len_k(p, b)
+            for i in range(sk):
+                for t, refd in (('dK', dK_ref), ('dV', dV_ref)):
+                    off = view(p[t], b, hk, i, var_k, cu_k)
+                    got = p[t].a[off:off + D]
+                    want = refd[(b, hk)][i] if (b, hk) in refd else np.zeros(D)
+                    written[t][off:off + D] = True
+                    assert not np.isnan(got).any(), (name, t, 'unwritten', b, hk, i)
+                    worst = max(worst, np.abs(got - want).max() / (np.abs(refd[(b, hk)]).max() + 1e-3))
+    for t in ('dQ', 'dK', 'dV'):
+        bad = ~np.isnan(p[t].a) & ~written[t]
+        assert not bad.any(), (name, t, 'written outside its rows', np.nonzero(bad)[0][:5])
+    ok = worst < 2e-2
+    print(f"{name:60s} worst rel err {worst:.2e} {'ok' if ok else 'FAIL'}  nsplit {a['nsplit']}")
+    return ok
+
+
+if __name__ == '__main__':
+    only = sys.argv[1] if len(sys.argv) > 1 else ''
+    cases = [
+        ('d64 full 150x150 bshd', dict(B=1, H=1, Hk=1, Sq=150, Sk=150, D=64, causal=False)),
+        ('d64 causal 150x150', dict(B=1, H=1, Hk=1, Sq=150, Sk=150, D=64, causal=True)),
+        ('d64 causal Sq>Sk 200x70 (rows see nothing)', dict(B=1, H=1, Hk=1, Sq=200, Sk=70, D=64, causal=True)),
+        ('d64 causal Sq<Sk 50x300', dict(B=1, H=1, Hk=1, Sq=50, Sk=300, D=64, causal=True)),
+        ('d64 full Sq<Sk 1x1', dict(B=1, H=1, Hk=1, Sq=1, Sk=1, D=64, causal=False)),
+        ('d64 GQA 4:2 causal 100x130 bhsd B2', dict(B=2, H=4, Hk=2, Sq=100, Sk=130, D=64, causal=True, layout='bhsd')),
+        ('d64 GQA 4:2 causal 100x260 deterministic', dict(B=1, H=4, Hk=2, Sq=100, Sk=260, D=64, causal=True, det=True)),
+        ('d128 causal 130x130 bhsd', dict(B=1, H=2, Hk=1, Sq=130, Sk=130, D=128, causal=True, layout='bhsd')),
+        ('d128 full 70x200 deterministic', dict(B=1, H=1, Hk=1, Sq=70, Sk=200, D=128, causal=False, det=True)),
+        ('d64 varlen causal, seqused_k, an empty sequence',
+         dict(B=3, H=2, Hk=1, Sq=129, Sk=200, D=64, causal=True, cu_q=[0, 0, 70, 199], cu_k=[0, 50, 50, 250],
+              used=[50, 0, 150])),
+        ('d64 varlen full, q empty', dict(B=2, H=2, Hk=2, Sq=80, Sk=140, D=64, causal=False, cu_q=[0, 80, 80],
+                                          cu_k=[0, 140, 170])),
+    ]
+    results = [run_case(n, **kw) for n, kw in cases if only in n]
+    print('all ok' if all(results) else 'FAILURES')
+    sys.exit(0 if all(results) else 1)
