@@ -102,7 +102,9 @@ static void bind(attn_bwd_problem *x, void *stand_in) {
     bp->dq = x->buf[ATTN_G_DQ] ? attn_bwd_problem_data(x, ATTN_G_DQ) : stand_in;
     bp->dk = x->buf[ATTN_G_DK] ? attn_bwd_problem_data(x, ATTN_G_DK) : stand_in;
     bp->dv = x->buf[ATTN_G_DV] ? attn_bwd_problem_data(x, ATTN_G_DV) : stand_in;
-    bp->workspace = !bp->workspace_bytes ? NULL : x->buf[ATTN_G_WS] ? attn_bwd_problem_data(x, ATTN_G_WS) : stand_in;
+    /* the stand-in aligned as the workspace must be (the check reads its address) */
+    void *ws_stand_in = (void *)(((uintptr_t)stand_in + 255) & ~(uintptr_t)255);
+    bp->workspace = !bp->workspace_bytes ? NULL : x->buf[ATTN_G_WS] ? attn_bwd_problem_data(x, ATTN_G_WS) : ws_stand_in;
 }
 
 /* O := the golden O rounded to the dtype, LSE := the golden LSE, in the forward's layouts */
