@@ -172,6 +172,11 @@ int attn_cudnn_bwd_plan_run(attn_cudnn_plan *pl, const attn_bwd_params *p, cudaS
             "plan's");
         return -1;
     }
+    if (!p->fwd->lse || ((uintptr_t)p->fwd->lse & 15u)) { /* read by cuDNN or by the copies before it */
+        put(why, whylen, "attn_cudnn_bwd_plan_run: lse (%p) is %s", (void *)p->fwd->lse,
+            p->fwd->lse ? "not 16-byte aligned" : "NULL");
+        return -1;
+    }
     char *ws = workspace_of(pl, p, why, whylen);
     if (!ws) return -1;
     void *ptrs[MAX_UIDS];

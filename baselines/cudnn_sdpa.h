@@ -229,7 +229,9 @@ void attn_cudnn_plan_get_info(const attn_cudnn_plan *plan, attn_cudnn_plan_info 
  * rows for the helper kernels. cuDNN <= 9.15 with s_q or s_kv not a multiple of 128 gets
  * cudnn-frontend's workaround (a padding mask with constant lengths, which masks nothing).
  * The workspace: [fp32 dQ accumulator][row sums][cuDNN's], each 256-byte aligned,
- * attn_cudnn_bwd_plan_workspace bytes in all. Thread safety and streams as the forward's. */
+ * attn_cudnn_bwd_plan_workspace bytes in all. Thread safety and streams as the forward's;
+ * ATTN_CUDNN_GRAPH and ATTN_CUDNN_SQ_GT_SK concern the forward only (the backward has one
+ * form); the tuning variables apply. */
 
 /* A backward plan for p (p->fwd the forward problem; p's strides and deterministic flag; its
  * pointers only when tuning). Tuning (opts->tune, $ATTN_CUDNN_AUTOTUNE) times the configs on
