@@ -465,13 +465,15 @@ def run_case(name, B, H, Hk, Sq, Sk, D, causal, layout='bshd', det=False, cu_q=N
             for i in range(klens[b]):
                 p['K'].a[view(p['K'], b, h, i, var_k, cu_k):][:D] = Kv[b][h][i]
                 p['V'].a[view(p['V'], b, h, i, var_k, cu_k):][:D] = Vv[b][h][i]
-    # the plan (bwd_plan.h)
+    # the plan (bwd_plan.h's flash2_bwd_plan_for)
     rows = lse_rows
     nsplit = 1
     if det:
         jobs = B * Hk
         n = (264 + jobs - 1) // jobs
         n = min(n, max(1, (Sk + 127) // 128))
+        if n * rows * D * 4 > 1 << 30:
+            n = (1 << 30) // (rows * D * 4)
         nsplit = max(1, n)
     a = dict(delta=np.full(rows, np.nan), lse2=np.full(rows, np.nan), dq_acc=np.full(nsplit * rows * D, np.nan),
              nsplit=nsplit if det else 1, split_stride=rows * D if det else 0, scale_log2=p['scale'] * LOG2E,
