@@ -15,8 +15,9 @@
  *
  * The bugs of version 2's features (grouped KV heads, windows, softcap, head_dim_v) live in
  * broken_v2.cu, a copy of simple's version-2 algorithm; built against the version-2 header,
- * the plugin lists its kernels after these. This file also builds against the version-1
- * header (attn_broken_v1: a plugin written before version 2), then without them. */
+ * the plugin lists its kernels after these, and after broken_tunable those of broken_bwd.cu
+ * (the backward pass, version 5). This file also builds against the version-1 header
+ * (attn_broken_v1: a plugin written before version 2), then without them. */
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -28,6 +29,9 @@
 
 #if ATTN_ABI_VERSION >= 2
 extern "C" const attn_kernel *broken_v2_kernels(int *count); /* broken_v2.cu */
+#endif
+#if ATTN_ABI_VERSION >= 5
+extern "C" const attn_kernel *broken_bwd_kernels(int *count); /* broken_bwd.cu: the backward's */
 #endif
 
 namespace {
@@ -485,21 +489,28 @@ int tunable_config_for(const attn_fwd_params *p, int *values, int *tuned) {
 constexpr attn_tuning kTuning = {1, kTunableVariant, tunable_facts, tunable_fwd_config, tunable_config_for,
                                  tunable_default_for};
 
-/* The plugin's table: `table`, then broken_v2.cu's kernels (room for 32 of them, which
- * broken_v2.cu asserts; unit/list_plugin/broken loads the result). */
+/* The plugin's table: `table`, then broken_v2.cu's kernels, broken_tunable, and (version 5)
+ * broken_bwd.cu's (room for 32 of each, which those files assert; unit/list_plugin/broken
+ * loads the result). */
 struct combined_table {
-    attn_kernel k[sizeof table / sizeof table[0] + 32 + 1]; /* + broken_tunable */
+    attn_kernel k[sizeof table / sizeof table[0] + 32 + 1 + 32]; /* + broken_tunable */
     int n;
 };
 
 combined_table combine() {
     combined_table c = {};
-    int n2 = 0;
+    int n2 = 0, nb = 0;
     const attn_kernel *v2 = broken_v2_kernels(&n2);
-    if (n2 < 0 || n2 > 32) return c;
+#if ATTN_ABI_VERSION >= 5
+    const attn_kernel *bwd = broken_bwd_kernels(&nb);
+#else
+    const attn_kernel *bwd = nullptr;
+#endif
+    if (n2 < 0 || n2 > 32 || nb < 0 || nb > 32) return c;
     for (const attn_kernel &e : table) c.k[c.n++] = e;
     for (int i = 0; i < n2; i++) c.k[c.n++] = v2[i];
     c.k[c.n++] = {"broken_tunable", broken_fwd<BUG_NONE>, 0, 0, nullptr};
+    for (int i = 0; i < nb; i++) c.k[c.n++] = bwd[i];
     return c;
 }
 #endif
