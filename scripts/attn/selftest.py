@@ -61,14 +61,15 @@ NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big",
 NEEDS_LARGE_ROWS = {"broken_grid_y", "broken_int32_offsets", "broken_packed_int32_offsets"}
 # a bug on a path chosen from a length past this matrix's: the long suite (shapes/long.txt) catches it
 NEEDS_LONG_ROWS = {"broken_long_split_lost"}
-CONTROLS = {"broken_none", "broken_v2_none"}
+CONTROLS = {"broken_none", "broken_v2_none", "broken_bwd_none"}
 # the autotuner's fixture: its fwd is the control; its bugs sit behind its tunables, which
 # attn_tune's selftest (tests/tune_selftest.py) must reject
 TUNER_FIXTURES = {"broken_tunable"}
 # fixtures that prove one check: SURVIVED unless that check caught them, whatever else did
 # (the inputs fixtures' outputs are right, up to rounding: only inputs_unchanged is there to see them)
 MUST_BE_CAUGHT_BY = {"broken_q_scaled_in_place": "inputs_unchanged", "broken_k_scaled_and_back": "inputs_unchanged",
-                     "broken_block_table_sanitized": "inputs_unchanged"}
+                     "broken_block_table_sanitized": "inputs_unchanged",
+                     "broken_bwd_o_cleared": "bwd_inputs_unchanged", "broken_bwd_scale_ignored": "bwd_scale"}
 
 
 def broken_verdict(kernel, counts, n_failed):
