@@ -167,10 +167,22 @@ typedef struct {
     int external_workspace; /* backward plans: 1 the plan allocates no workspace (every run
                                passes p->workspace) and tuning waits for
                                attn_cudnn_bwd_plan_tune; 0 the plan owns one */
+    int kernel_cache;    /* 0 (default): static graphs, one compiled kernel per problem (the
+                            benchmarks' baseline); 1: a dynamic-shape graph whose execution
+                            plans share the handle's kernel cache, so that a problem of the
+                            same topology (other sizes, strides) reuses the kernel compiled for
+                            the first, where cuDNN takes it (else the static graph, silently:
+                            attn_cudnn_plan_info says which and why); -1: 1 when the plan is
+                            not tuned, else 0 (the cudnn kernel's default) */
 } attn_cudnn_plan_opts;
 
 /* opts with every field "from the environment / default" (tune -1, the rest 0/NULL) */
 attn_cudnn_plan_opts attn_cudnn_plan_opts_default(void);
+
+/* $ATTN_CUDNN_KERNEL_CACHE (0 or 1) for opts.kernel_cache: *value 0 or 1 as set, -1 when
+ * unset or empty (the baseline itself never reads it; the cudnn kernel does). 0, or -1 with
+ * why naming the variable when it is something else. */
+int attn_cudnn_kernel_cache_env(int *value, char *why, size_t whylen);
 
 /* As attn_cudnn_plan_create, with options (opts NULL: attn_cudnn_plan_opts_default()).
  * When tuning, the candidates run on p's buffers (p->q, k, v read; p->o, and p->lse with
@@ -199,6 +211,14 @@ typedef struct {
     char heuristics[256];   /* per mode, how many configs it proposed (and how many of them
                                were new), e.g. "heuristics mode A: 3 configs, heuristics mode
                                B: 3 configs (0 new), heuristics mode FALLBACK: 2 configs (1 new)" */
+    /* where build_s went, every graph form attempted summed: the operation graphs' finalize,
+     * the heuristics queries, the execution plans' finalize (code generation, the driver's
+     * JIT; a kernel cache hit skips both), and how many execution plans were finalized */
+    double opgraph_s, heuristics_s, finalize_s;
+    int finalizes;
+    int kernel_cache;          /* 1: the plan is a dynamic-shape graph on the kernel cache */
+    char kernel_cache_note[256]; /* "used", or why not ("off", "refused by cuDNN: ...") */
+    double kernel_cache_fail_s; /* seconds spent on dynamic attempts cuDNN refused */
 } attn_cudnn_plan_info;
 
 void attn_cudnn_plan_get_info(const attn_cudnn_plan *plan, attn_cudnn_plan_info *out);
