@@ -20,7 +20,15 @@
  * is run on the caller's buffers (one warm-up, then three rounds of back-to-back runs
  * between CUDA events) and the fastest per run is kept. attn_cudnn_plan_get_info names the
  * chosen engine ("eng<global index>_k<knob type>=<value>...", cudnn-frontend's plan tag)
- * and counts the configs tried, built and timed.
+ * and counts the configs tried, built and timed, and where the build's time went (the
+ * operation graph's finalize, the heuristics, the execution plans' finalize).
+ *
+ * Kernel cache (attn_cudnn_plan_opts.kernel_cache, off by default; cuDNN >= 9.5): the graph
+ * is built as a dynamic-shape graph whose execution plans share the handle's kernel cache, so
+ * a plan of a topology the handle has compiled before skips the compile; the single SDPA
+ * operation never, and a graph cuDNN refuses so falls back to the static graph
+ * (attn_cudnn_plan_get_info says which, and why). For plans where one is wanted rather than
+ * the fastest (the cudnn kernel's untuned plans); a dynamic plan may run another kernel.
  *
  * Two graph forms:
  *   "sdpa_fwd op"      the single CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR operation
