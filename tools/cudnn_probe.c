@@ -169,9 +169,14 @@ static void plan_cost(probe *pr, const attn_cudnn_plan *plan) {
 
 /* A refusal is counted as refused, not failed: cuDNN may not support every case. */
 static int create_plan(probe_case *pc) {
-    int rc = pc->pr->opts ? attn_cudnn_plan_create_ex(pc->pr->cudnn, &pc->x.p, pc->pr->opts, pc->pr->stream,
-                                                      &pc->plan, pc->why, sizeof pc->why)
-                          : attn_cudnn_plan_create(pc->pr->cudnn, &pc->x.p, &pc->plan, pc->why, sizeof pc->why);
+    int rc;
+    if (pc->pr->opts) { /* as the cudnn kernel plans: causal Sq > Sk sliced */
+        attn_cudnn_plan_opts o = *pc->pr->opts;
+        if (pc->causal && pc->sq > pc->sk) o.sq_gt_sk = "slice";
+        rc = attn_cudnn_plan_create_ex(pc->pr->cudnn, &pc->x.p, &o, pc->pr->stream, &pc->plan, pc->why, sizeof pc->why);
+    } else {
+        rc = attn_cudnn_plan_create(pc->pr->cudnn, &pc->x.p, &pc->plan, pc->why, sizeof pc->why);
+    }
     if (rc) {
         if (pc->pr->full_refusals++ < 2 || strlen(pc->why) <= 600)
             printf("%s  %s: %s\n", pc->line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", pc->why);
