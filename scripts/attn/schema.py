@@ -74,7 +74,7 @@ TEST_TYPES = {
 # the order the tables show them. A backward test's name carries the pass after the suite:
 # benchmark/bwd/<kernel>/<dtype>/d<D>/<mask>/s<S> beside the forward's benchmark/<kernel>/...
 PASSES = ("fwd", "bwd", "fwd_bwd")
-PASS_TITLES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
+PASS_TITLES = {"fwd": "Forward", "bwd": "Backward", "fwd_bwd": "Forward + backward"}
 NAME_PARTS = 6  # <suite>/<kernel>/<dtype>/d<D>/<mask or workload>/<shape>, without a pass word
 # a cuDNN baseline that ran has its speedup ({"available": true, ..., "speedup": ...})
 CUDNN_RAN = ("baselines.cudnn.available", "baselines.cudnn.speedup")
