@@ -101,6 +101,14 @@ def classify(m):
     return bound, steps
 
 
+def kernel_regex(test):
+    """The launches a test's name points at: its kernel's forward, or its backward's (a
+    backward's benchmark), or either (a forward + backward's)."""
+    pass_, parts = split_name(test)
+    kernel = parts[1]
+    return {"fwd": f"{kernel}_fwd_kernel", "bwd": f"{kernel}_bwd", "fwd_bwd": f"{kernel}_(fwd_kernel|bwd)"}[pass_]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("test")
@@ -130,10 +138,7 @@ def main():
     for prop in test.get("properties", []):
         if prop["name"] == "ENVIRONMENT":
             env.update(v.split("=", 1) for v in prop["value"])
-    pass_, parts = split_name(a.test)
-    kernel = parts[1]
-    regex = a.kernel_regex or {"fwd": f"{kernel}_fwd_kernel", "bwd": f"{kernel}_bwd",
-                               "fwd_bwd": f"{kernel}_(fwd_kernel|bwd)"}[pass_]
+    regex = a.kernel_regex or kernel_regex(a.test)
     cmd = [ncu, "--clock-control", "none", "--launch-count", "1", "--kernel-name", f"regex:{regex}",
            "--metrics", ",".join(METRICS.values()), "--csv", "--page", "raw"] + command
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
