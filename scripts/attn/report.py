@@ -139,7 +139,8 @@ def plots(doc, peers, out):
         if workload(t) not in ("full", "causal"):  # the speedup plot's x axis is S = S_q = S_k
             continue
         b = t["baselines"]
-        series[(t["kernel"], config(t), "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
+        if "reference" in b:  # a backward's record may lack it (the forward's dense matrix never does)
+            series[(t["kernel"], config(t), "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
         if b["cudnn"].get("available"):
             series[(t["kernel"], config(t), "cuDNN")].append((t["seqlen_q"], b["cudnn"]["speedup"]))
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharex=True)
