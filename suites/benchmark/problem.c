@@ -87,8 +87,8 @@ void bench_load_thresholds(bench *bm) {
     if (!bm->judge_as || !*bm->judge_as) bm->judge_as = bm->kernel_name;
     /* no class: measured and recorded all the same (so that minimums can be set from the
      * figures: scripts/set_thresholds.py), but skipped, never passed */
-    bm->cls = attn_thresholds_find(&bm->th, bm->judge_as, bm->dtype, bm->head_dim, bm->workload, bm->seqlen,
-                                   bm->seqlen_q);
+    bm->cls = attn_thresholds_find(&bm->th, bm->judge_as, ATTN_PASS_FWD, bm->dtype, bm->head_dim, bm->workload,
+                                   bm->seqlen, bm->seqlen_q);
 }
 
 /* The problem's description: the dense matrix BSHD; the window workload a dense problem too
