@@ -46,11 +46,11 @@ int main(int argc, char **argv) {
     bench_phase_done(&bm, "startup"); /* arguments, the tolerance file, the CUDA context */
 
     bench_load_thresholds(&bm);
-    bench_make_inputs(&bm);
-    bench_record_config(&bm);
+    bench_make_inputs(&bm); /* the backward passes: the kernel asked whether it takes the problem */
     bench_phase_done(&bm, "setup");
-    bench_make_references(&bm);
+    bench_make_references(&bm); /* the backward passes: their problem built with its references */
     bench_phase_done(&bm, "references");
+    bench_record_config(&bm);
 
     /* 1. the kernel: right first, then timed */
     bench_verify_kernel(&bm);
