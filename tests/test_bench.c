@@ -1,4 +1,4 @@
-/* Benchmark host logic: statistics and the thresholds file. */
+/* Benchmark host logic: statistics, the thresholds file, the work counted per pass. */
 #include "unit.h"
 #include <dirent.h>
 #include <math.h>
@@ -11,6 +11,7 @@
 #include "results.h"
 #include "stats.h"
 #include "thresholds.h"
+#include "work.h"
 
 START_TEST(median_min_rsd) {
     double x[5] = {5, 1, 4, 2, 3}, y[4] = {4, 1, 3, 2};
@@ -194,6 +195,33 @@ START_TEST(pass_classes) {
 }
 END_TEST
 
+/* The dense matrix's work by pass (suites/benchmark/work.c): the forward's FLOPs 4 B H S^2 D
+ * (halved when causal), the backward 2.5x, forward + backward 3.5x; bytes the least traffic. */
+START_TEST(work_by_pass) {
+    /* FlashAttention's S = 2048, d128: batch 8, 16 heads */
+    const double n = 8.0 * 2048 * 16 * 128, rows = 8.0 * 16 * 2048, fwd = 4.0 * 8 * 16 * 2048.0 * 2048 * 128;
+    bench_work w = bench_work_dense(ATTN_PASS_FWD, 8, 16, 2048, 128, 0);
+    ck_assert_double_eq(w.flops, fwd);
+    ck_assert_double_eq(w.bytes, 4 * n * 2);
+    w = bench_work_dense(ATTN_PASS_FWD, 8, 16, 2048, 128, 1);
+    ck_assert_double_eq(w.flops, fwd / 2);
+    w = bench_work_dense(ATTN_PASS_BWD, 8, 16, 2048, 128, 0);
+    ck_assert_double_eq(w.flops, 2.5 * fwd);
+    ck_assert_double_eq(w.bytes, 8 * n * 2 + 4 * rows); /* Q K V O dO read, dQ dK dV written, the LSE read */
+    w = bench_work_dense(ATTN_PASS_BWD, 8, 16, 2048, 128, 1);
+    ck_assert_double_eq(w.flops, 2.5 * fwd / 2);
+    ck_assert_double_eq(w.bytes, 8 * n * 2 + 4 * rows); /* causal moves the same tensors */
+    w = bench_work_dense(ATTN_PASS_FWD_BWD, 8, 16, 2048, 128, 1);
+    ck_assert_double_eq(w.flops, 3.5 * fwd / 2);
+    ck_assert_double_eq(w.bytes, 4 * n * 2 + 4 * rows + 8 * n * 2 + 4 * rows); /* the forward writes the LSE */
+    /* S = 16384, d64: batch 1, 32 heads; 1.76e13 backward FLOPs, full */
+    w = bench_work_dense(ATTN_PASS_BWD, 1, 32, 16384, 64, 0);
+    ck_assert_double_eq(w.flops, 2.5 * 4.0 * 32 * 16384.0 * 16384 * 64);
+    ck_assert_double_eq(w.bytes, 16.0 * 16384 * 32 * 64 + 4.0 * 32 * 16384);
+    w = bench_work_dense(ATTN_PASS_COUNT, 1, 32, 16384, 64, 0);
+    ck_assert(w.flops == 0 && w.bytes == 0);
+}
+END_TEST
 START_TEST(roofline_above_one) {
     char text[512];
     snprintf(text, sizeof text, "%s[simple * * * 1-8]\nmin_speedup_reference = 1\nmin_roofline = 80\n", HEAD);
@@ -353,6 +381,7 @@ int main(void) {
     tcase_add_test(th, class_lacks_key);
     tcase_add_test(th, workload_classes);
     tcase_add_test(th, pass_classes);
+    tcase_add_test(th, work_by_pass);
     tcase_add_test(th, roofline_above_one);
     tcase_add_test(th, unknown_key);
     tcase_add_test(th, shipped_files_load);
