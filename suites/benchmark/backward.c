@@ -141,6 +141,7 @@ int bench_bwd_verify_reference(bench *bm, char *why, size_t whylen) {
  * min_speedup_reference). */
 void bench_bwd_time_reference(bench *bm) {
     char err[2048];
+    if (!bm->have_reference) return;
     ref_run r = {bm, {NULL, NULL, NULL}};
     size_t bytes = 0;
     int fits = 1;
