@@ -113,8 +113,8 @@ struct figures bench_compute_figures(const bench *bm) {
 void bench_print_figures(const bench *bm, const struct figures *f) {
     const attn_timing *tk = &bm->tk, *tr = &bm->tr, *tc = &bm->tc;
     printf("%s: kernel%s %.4f ms [%.4f, %.4f] (%d samples, %d dropped for clock%s), %.1f TFLOP/s, %.0f GB/s, "
-           "roofline %.1f%% (%s-bound floor %.4f ms)\n", bm->name, pass_words(bm), tk->median_ms, tk->ci_lo_ms, tk->ci_hi_ms,
-           tk->samples, tk->dropped_clock, tk->noisy ? ", noisy" : "", f->flops / f->t * 1e-12,
+           "roofline %.1f%% (%s-bound floor %.4f ms)\n", bm->name, pass_words(bm), tk->median_ms, tk->ci_lo_ms,
+           tk->ci_hi_ms, tk->samples, tk->dropped_clock, tk->noisy ? ", noisy" : "", f->flops / f->t * 1e-12,
            f->bytes / f->t * 1e-9, 100 * f->roofline, f->flops / f->peak > f->bytes / f->bw ? "compute" : "memory",
            f->floor_s * 1e3);
     const char *ref_name = bm->pass == ATTN_PASS_FWD ? "cuBLAS + softmax"
