@@ -18,11 +18,14 @@ static void check_class(const attn_thresholds *t, const attn_threshold_class *k)
     if (!(k->min_roofline > 0 && k->min_roofline <= 1) || !positive_or_unset(k->min_speedup_reference) ||
         !positive_or_unset(k->min_speedup_cudnn))
         fuzz_fail("[%s]: a figure outside its domain", k->section);
-    if (k->dtype < -1 || k->dtype > ATTN_BF16 || k->head_dim < 0 || k->workload < -1 || k->workload >= ATTN_WORKLOAD_COUNT)
-        fuzz_fail("[%s]: dtype %d, head_dim %d, workload %d", k->section, k->dtype, k->head_dim, k->workload);
+    if (k->dtype < -1 || k->dtype > ATTN_BF16 || k->head_dim < 0 || k->workload < -1 ||
+        k->workload >= ATTN_WORKLOAD_COUNT || !attn_pass_name(k->pass))
+        fuzz_fail("[%s]: dtype %d, head_dim %d, workload %d, pass %d", k->section, k->dtype, k->head_dim, k->workload,
+                  k->pass);
     const attn_dtype dt = k->dtype < 0 ? ATTN_F16 : (attn_dtype)k->dtype;
     const int w = k->workload < 0 ? ATTN_WORKLOAD_FULL : k->workload;
-    const attn_threshold_class *found = attn_thresholds_find(t, k->kernel, dt, k->head_dim, w, k->s_hi, k->q_lo);
+    const attn_threshold_class *found =
+        attn_thresholds_find(t, k->kernel, k->pass, dt, k->head_dim, w, k->s_hi, k->q_lo);
     if (!found || strcmp(found->kernel, k->kernel) || found->s_lo > k->s_hi || found->s_hi < k->s_hi)
         fuzz_fail("[%s]: its own corner finds %s", k->section, found ? found->section : "no class");
     (void)attn_workload_name(k->workload);

@@ -220,6 +220,14 @@ void *attn_bwd_problem_data(const attn_bwd_problem *x, int buf);
  * keeps the mask (a row that sees no key must be exactly 0). Synchronizes `stream`. */
 int attn_bwd_problem_judged(attn_bwd_problem *x, int i, attn_fwd_params *view, attn_match *stale,
                             cudaStream_t stream, char *err, size_t errlen);
+/* Gradient i by the verdict rule with [gradients]' factors of tol (check bwd_accuracy's, and
+ * the benchmarks'): made ready (attn_bwd_problem_judged: *view, *stale), its figures against
+ * x->g[i] and x->r[i] gathered on the GPU, the rule's outcome in *v. Right when v->rule is
+ * ATTN_RULE_PASS and stale->count is 0. 0, or 1 with err (a GPU error). Synchronizes `stream`. */
+int attn_bwd_grad_verdict(attn_bwd_problem *x, int i, const attn_tolerance *tol, attn_fwd_params *view,
+                          attn_match *stale, attn_output_verdict *v, cudaStream_t stream, char *err, size_t errlen);
+/* (b, h, s, d) of element i of a judged gradient's view ([batch][heads][seqlen_q][head_dim_v]) */
+void attn_bwd_grad_where(const attn_fwd_params *view, size_t i, int *b, int *h, int *s, int *d);
 extern const char *const attn_grad_names[3]; /* "dQ", "dK", "dV" */
 
 #ifdef __cplusplus

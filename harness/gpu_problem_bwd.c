@@ -249,3 +249,20 @@ int attn_bwd_problem_judged(attn_bwd_problem *x, int i, attn_fwd_params *view, a
     GB_TRY(cudaStreamSynchronize(stream));
     return 0;
 }
+
+int attn_bwd_grad_verdict(attn_bwd_problem *x, int i, const attn_tolerance *tol, attn_fwd_params *view,
+                          attn_match *stale, attn_output_verdict *v, cudaStream_t stream, char *err, size_t errlen) {
+    if (attn_bwd_problem_judged(x, i, view, stale, stream, err, errlen)) return 1;
+    attn_output_stats st;
+    cudaError_t e = attn_output_stats_gpu(view, x->g[i], x->r[i], &st, stream);
+    if (e != cudaSuccess) return fail(err, errlen, "gathering the verdict's figures failed: %s", cudaGetErrorString(e));
+    const attn_tolerance g = attn_tolerance_for_gradients(tol);
+    attn_output_decide(&st, view->dtype, &g, v);
+    return 0;
+}
+
+void attn_bwd_grad_where(const attn_fwd_params *v, size_t i, int *b, int *h, int *s, int *d) {
+    *d = (int)(i % v->head_dim_v), i /= v->head_dim_v;
+    *s = (int)(i % v->seqlen_q), i /= v->seqlen_q;
+    *h = (int)(i % v->heads), *b = (int)(i / v->heads);
+}

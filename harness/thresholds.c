@@ -60,6 +60,16 @@ int attn_workload_parse(const char *s) {
     return -1;
 }
 
+static const char *const pass_names[ATTN_PASS_COUNT] = {"fwd", "bwd", "fwd_bwd"};
+
+const char *attn_pass_name(int pass) { return pass >= 0 && pass < ATTN_PASS_COUNT ? pass_names[pass] : NULL; }
+
+int attn_pass_parse(const char *s) {
+    for (int p = 0; p < ATTN_PASS_COUNT; p++)
+        if (!strcmp(s, pass_names[p])) return p;
+    return -1;
+}
+
 /* The decimal integer at *s (digits only: no sign, no space) into *out, *s moved past it:
  * 1, 0 when there is none, -1 when it does not fit in an int. */
 static int int_at(const char **s, int *out) {
@@ -88,21 +98,26 @@ static int int_range(const char *w, const char *prefix, int single, int *lo, int
     return r <= 0 ? r : *w ? 0 : 1;
 }
 
-/* "<kernel> <dtype|*> <d64|d128|*> <workload|*> <lo>-<hi> [q<lo>[-<hi>]]", each number a
- * positive int */
+/* "<kernel> [fwd|bwd|fwd_bwd] <dtype|*> <d64|d128|*> <workload|*> <lo>-<hi> [q<lo>[-<hi>]]",
+ * each number a positive int; without the pass word the class is fwd's (no dtype is a pass's
+ * name, so the second word tells which) */
 static int parse_class(ctx *c, const char *section, attn_threshold_class *k) {
-    char words[128], *w[7];
+    char words[128], *all[8], **w = all;
     int n = 0, r = 1;
     snprintf(words, sizeof words, "%s", section); /* inih keeps at most ATTN_INI_MAX_SECTION */
-    for (char *p = words; *p && n < 7;) {
+    for (char *p = words; *p && n < 8;) {
         while (isspace((unsigned char)*p)) *p++ = 0;
         if (!*p) break;
-        w[n++] = p;
+        all[n++] = p;
         while (*p && !isspace((unsigned char)*p)) p++;
     }
-    const char *want = "expected [<kernel> <fp16|bf16|*> <d64|d128|*> <full|causal|decode|varlen|window|*> <lo>-<hi> "
-                       "[q<lo>[-<hi>]]]";
+    const char *want = "expected [<kernel> [fwd|bwd|fwd_bwd] <fp16|bf16|*> <d64|d128|*> "
+                       "<full|causal|decode|varlen|window|*> <lo>-<hi> [q<lo>[-<hi>]]]";
     memset(k, 0, sizeof *k);
+    if (n >= 2 && attn_pass_parse(all[1]) >= 0) { /* the pass word: the rest as without it */
+        k->pass = attn_pass_parse(all[1]);
+        all[1] = all[0], w = all + 1, n--;
+    }
     if (n != 5 && n != 6) goto bad;
     snprintf(k->kernel, sizeof k->kernel, "%s", w[0]);
     snprintf(k->section, sizeof k->section, "%s", section);
@@ -237,12 +252,12 @@ int attn_thresholds_parse(const char *text, size_t len, const char *file, attn_t
     return load(file, text, len, t, err, errlen);
 }
 
-const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,
+const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel, int pass,
                                                  attn_dtype dtype, int head_dim, int workload,
                                                  int seqlen, int seqlen_q) {
     for (int i = 0; i < t->nclasses; i++) {
         const attn_threshold_class *k = &t->classes[i];
-        if (strcmp(k->kernel, kernel)) continue;
+        if (strcmp(k->kernel, kernel) || k->pass != pass) continue;
         if (k->dtype != -1 && k->dtype != (int)dtype) continue;
         if (k->head_dim && k->head_dim != head_dim) continue;
         if (k->workload != -1 && k->workload != workload) continue;

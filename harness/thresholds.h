@@ -17,6 +17,16 @@ typedef enum {
     ATTN_WORKLOAD_COUNT
 } attn_workload;
 
+/* Which pass a benchmark times (attn_benchmark --pass): the forward; the backward (dQ, dK,
+ * dV from the forward's O and LSE); or the forward then the backward, one call. A class's
+ * optional word after the kernel; a section without it is fwd. */
+typedef enum { ATTN_PASS_FWD = 0, ATTN_PASS_BWD, ATTN_PASS_FWD_BWD, ATTN_PASS_COUNT } attn_pass;
+
+/* "fwd", "bwd", "fwd_bwd"; NULL past the end */
+const char *attn_pass_name(int pass);
+/* the pass named s, or -1 */
+int attn_pass_parse(const char *s);
+
 /* "full", "causal", "decode", "varlen", "window"; NULL past the end */
 const char *attn_workload_name(int w);
 /* the workload named s, or -1 */
@@ -24,6 +34,7 @@ int attn_workload_parse(const char *s);
 
 typedef struct {
     char kernel[64];
+    int pass;                  /* attn_pass: the optional word after the kernel (fwd without it) */
     int dtype;                 /* attn_dtype, or -1 for any */
     int head_dim;              /* 0 for any */
     int workload;              /* attn_workload, or -1 for any */
@@ -62,8 +73,8 @@ int attn_thresholds_parse(const char *text, size_t len, const char *file, attn_t
                           size_t errlen);
 void attn_thresholds_free(attn_thresholds *t);
 
-/* The first class (in file order) that covers the case, or NULL. */
-const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel,
+/* The first class (in file order) of that pass that covers the case, or NULL. */
+const attn_threshold_class *attn_thresholds_find(const attn_thresholds *t, const char *kernel, int pass,
                                                  attn_dtype dtype, int head_dim, int workload,
                                                  int seqlen, int seqlen_q);
 

@@ -1,4 +1,4 @@
-/* Benchmark host logic: statistics and the thresholds file. */
+/* Benchmark host logic: statistics, the thresholds file, the work counted per pass. */
 #include "unit.h"
 #include <dirent.h>
 #include <math.h>
@@ -11,6 +11,7 @@
 #include "results.h"
 #include "stats.h"
 #include "thresholds.h"
+#include "work.h"
 
 START_TEST(median_min_rsd) {
     double x[5] = {5, 1, 4, 2, 3}, y[4] = {4, 1, 3, 2};
@@ -75,15 +76,15 @@ START_TEST(classes_match_first) {
     ck_assert_str_eq(t.gpu_name, "Test GPU");
     ck_assert_double_eq(t.bf16_tflops, 710);
     ck_assert_int_eq(t.nclasses, 2);
-    const attn_threshold_class *k = attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 1024, 1024);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "simple", ATTN_PASS_FWD, ATTN_BF16, 128, 1, 1024, 1024);
     ck_assert_ptr_eq(k, &t.classes[0]);
     ck_assert(isnan(k->min_speedup_cudnn));
-    k = attn_thresholds_find(&t, "simple", ATTN_F16, 128, 1, 1024, 1024);
+    k = attn_thresholds_find(&t, "simple", ATTN_PASS_FWD, ATTN_F16, 128, 1, 1024, 1024);
     ck_assert_ptr_eq(k, &t.classes[1]);
     ck_assert_double_eq(k->min_speedup_cudnn, 0.2);
-    ck_assert_ptr_eq(attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 256, 256), &t.classes[1]);
-    ck_assert_ptr_null(attn_thresholds_find(&t, "other", ATTN_BF16, 128, 1, 256, 256));
-    ck_assert_ptr_null(attn_thresholds_find(&t, "simple", ATTN_BF16, 128, 1, 4096, 4096));
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "simple", ATTN_PASS_FWD, ATTN_BF16, 128, 1, 256, 256), &t.classes[1]);
+    ck_assert_ptr_null(attn_thresholds_find(&t, "other", ATTN_PASS_FWD, ATTN_BF16, 128, 1, 256, 256));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "simple", ATTN_PASS_FWD, ATTN_BF16, 128, 1, 4096, 4096));
 }
 END_TEST
 
@@ -119,15 +120,15 @@ START_TEST(workload_classes) {
     char err[512];
     ck_assert_msg(attn_thresholds_load(write_file(text), &t, err, sizeof err) == 0, "%s", err);
     unlink(path);
-    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 1);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 1);
     ck_assert_ptr_eq(k, &t.classes[0]);
     ck_assert(isnan(k->min_speedup_reference));
-    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 16), &t.classes[3]);
-    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 17));
-    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_F16, 128, ATTN_WORKLOAD_DECODE, 8192, 1));
-    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_BF16, 128, ATTN_WORKLOAD_VARLEN, 8192, 8192));
-    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_F16, 64, ATTN_WORKLOAD_WINDOW, 4096, 4096), &t.classes[1]);
-    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_F16, 64, ATTN_WORKLOAD_CAUSAL, 4096, 4096), &t.classes[2]);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 16), &t.classes[3]);
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 17));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_F16, 128, ATTN_WORKLOAD_DECODE, 8192, 1));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_BF16, 128, ATTN_WORKLOAD_VARLEN, 8192, 8192));
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_F16, 64, ATTN_WORKLOAD_WINDOW, 4096, 4096), &t.classes[1]);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_F16, 64, ATTN_WORKLOAD_CAUSAL, 4096, 4096), &t.classes[2]);
     attn_thresholds_free(&t);
     ck_assert_str_eq(attn_workload_name(ATTN_WORKLOAD_VARLEN), "varlen");
     ck_assert_int_eq(attn_workload_parse("window"), ATTN_WORKLOAD_WINDOW);
@@ -139,6 +140,86 @@ START_TEST(workload_classes) {
     expect_error(text, "%s:8: section [k * * prefill 1-8]: expected [<kernel>");
     snprintf(text, sizeof text, "%s[k * * decode 1-8 q0]\nmin_roofline = 0.1\n", HEAD);
     expect_error(text, "%s:8: section [k * * decode 1-8 q0]: expected [<kernel>");
+}
+END_TEST
+/* A class's optional pass word after the kernel: a section without it is fwd's, one with it
+ * covers that pass only; every other word as without it. */
+START_TEST(pass_classes) {
+    char text[1024];
+    snprintf(text, sizeof text, "%s[k bwd fp16 d128 causal 512-16384]\nmin_speedup_reference = 2\nmin_roofline = 0.3\n"
+             "[k fp16 d128 causal 512-16384]\nmin_speedup_reference = 5\nmin_roofline = 0.5\n"
+             "[k fwd_bwd * * * 1-16384]\nmin_speedup_reference = 3\nmin_speedup_cudnn = 0.9\nmin_roofline = 0.4\n"
+             "[k fwd bf16 * decode 1-131072 q1]\nmin_roofline = 0.6\n", HEAD);
+    attn_thresholds t;
+    char err[512];
+    ck_assert_msg(attn_thresholds_load(write_file(text), &t, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    ck_assert_int_eq(t.nclasses, 4);
+    ck_assert_int_eq(t.classes[0].pass, ATTN_PASS_BWD);
+    ck_assert_int_eq(t.classes[1].pass, ATTN_PASS_FWD);
+    ck_assert_int_eq(t.classes[2].pass, ATTN_PASS_FWD_BWD);
+    ck_assert_int_eq(t.classes[3].pass, ATTN_PASS_FWD);
+    ck_assert_str_eq(t.classes[0].kernel, "k");
+    ck_assert_int_eq(t.classes[0].dtype, ATTN_F16);
+    ck_assert_int_eq(t.classes[0].head_dim, 128);
+    ck_assert_int_eq(t.classes[0].workload, ATTN_WORKLOAD_CAUSAL);
+    ck_assert_int_eq(t.classes[0].s_lo, 512);
+    ck_assert_int_eq(t.classes[0].s_hi, 16384);
+    ck_assert_int_eq(t.classes[3].q_hi, 1);
+    ck_assert_str_eq(t.classes[0].section, "k bwd fp16 d128 causal 512-16384");
+    /* each pass finds its own class, never another pass's */
+    const int C = ATTN_WORKLOAD_CAUSAL;
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_PASS_BWD, ATTN_F16, 128, C, 2048, 2048), &t.classes[0]);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_F16, 128, C, 2048, 2048), &t.classes[1]);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_PASS_FWD_BWD, ATTN_F16, 128, C, 2048, 2048), &t.classes[2]);
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_PASS_FWD_BWD, ATTN_BF16, 64, 0, 16384, 16384), &t.classes[2]);
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_PASS_BWD, ATTN_BF16, 128, C, 2048, 2048));
+    ck_assert_ptr_null(attn_thresholds_find(&t, "k", ATTN_PASS_BWD, ATTN_F16, 128, C, 256, 256));
+    ck_assert_ptr_eq(attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_BF16, 128, ATTN_WORKLOAD_DECODE, 8192, 1),
+                     &t.classes[3]);
+    attn_thresholds_free(&t);
+    ck_assert_str_eq(attn_pass_name(ATTN_PASS_FWD_BWD), "fwd_bwd");
+    ck_assert_int_eq(attn_pass_parse("bwd"), ATTN_PASS_BWD);
+    ck_assert_int_eq(attn_pass_parse("backward"), -1);
+    ck_assert_ptr_null(attn_pass_name(ATTN_PASS_COUNT));
+    ck_assert_ptr_null(attn_pass_name(-1));
+    /* a pass word where none fits, twice, or alone */
+    snprintf(text, sizeof text, "%s[k fp16 bwd d128 causal 1-8]\nmin_speedup_reference = 1\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s:8: section [k fp16 bwd d128 causal 1-8]: expected [<kernel> [fwd|bwd|fwd_bwd]");
+    snprintf(text, sizeof text, "%s[k bwd fwd * * full 1-8]\nmin_speedup_reference = 1\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s:8: section [k bwd fwd * * full 1-8]: expected [<kernel>");
+    snprintf(text, sizeof text, "%s[k bwd]\nmin_speedup_reference = 1\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s:8: section [k bwd]: expected [<kernel>");
+    snprintf(text, sizeof text, "%s[k bwd * * full 1-8]\nmin_roofline = 0.1\n", HEAD);
+    expect_error(text, "%s: section [k bwd * * full 1-8] lacks min_speedup_reference");
+}
+END_TEST
+
+/* The dense matrix's work by pass (suites/benchmark/work.c): the forward's FLOPs 4 B H S^2 D
+ * (halved when causal), the backward 2.5x, forward + backward 3.5x; bytes the least traffic. */
+START_TEST(work_by_pass) {
+    /* FlashAttention's S = 2048, d128: batch 8, 16 heads */
+    const double n = 8.0 * 2048 * 16 * 128, rows = 8.0 * 16 * 2048, fwd = 4.0 * 8 * 16 * 2048.0 * 2048 * 128;
+    bench_work w = bench_work_dense(ATTN_PASS_FWD, 8, 16, 2048, 128, 0);
+    ck_assert_double_eq(w.flops, fwd);
+    ck_assert_double_eq(w.bytes, 4 * n * 2);
+    w = bench_work_dense(ATTN_PASS_FWD, 8, 16, 2048, 128, 1);
+    ck_assert_double_eq(w.flops, fwd / 2);
+    w = bench_work_dense(ATTN_PASS_BWD, 8, 16, 2048, 128, 0);
+    ck_assert_double_eq(w.flops, 2.5 * fwd);
+    ck_assert_double_eq(w.bytes, 8 * n * 2 + 4 * rows); /* Q K V O dO read, dQ dK dV written, the LSE read */
+    w = bench_work_dense(ATTN_PASS_BWD, 8, 16, 2048, 128, 1);
+    ck_assert_double_eq(w.flops, 2.5 * fwd / 2);
+    ck_assert_double_eq(w.bytes, 8 * n * 2 + 4 * rows); /* causal moves the same tensors */
+    w = bench_work_dense(ATTN_PASS_FWD_BWD, 8, 16, 2048, 128, 1);
+    ck_assert_double_eq(w.flops, 3.5 * fwd / 2);
+    ck_assert_double_eq(w.bytes, 4 * n * 2 + 4 * rows + 8 * n * 2 + 4 * rows); /* the forward writes the LSE */
+    /* S = 16384, d64: batch 1, 32 heads; 1.76e13 backward FLOPs, full */
+    w = bench_work_dense(ATTN_PASS_BWD, 1, 32, 16384, 64, 0);
+    ck_assert_double_eq(w.flops, 2.5 * 4.0 * 32 * 16384.0 * 16384 * 64);
+    ck_assert_double_eq(w.bytes, 16.0 * 16384 * 32 * 64 + 4.0 * 32 * 16384);
+    w = bench_work_dense(ATTN_PASS_COUNT, 1, 32, 16384, 64, 0);
+    ck_assert(w.flops == 0 && w.bytes == 0);
 }
 END_TEST
 START_TEST(roofline_above_one) {
@@ -191,7 +272,7 @@ START_TEST(many_classes) {
     unlink(path);
     free(text);
     ck_assert_int_eq(t.nclasses, 200);
-    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_F16, 64, 0, 150, 150);
+    const attn_threshold_class *k = attn_thresholds_find(&t, "k", ATTN_PASS_FWD, ATTN_F16, 64, 0, 150, 150);
     ck_assert_ptr_nonnull(k);
     ck_assert_double_eq(k->min_speedup_reference, 150);
     ck_assert(isnan(k->min_speedup_cudnn));
@@ -299,6 +380,8 @@ int main(void) {
     tcase_add_test(th, bad_class);
     tcase_add_test(th, class_lacks_key);
     tcase_add_test(th, workload_classes);
+    tcase_add_test(th, pass_classes);
+    tcase_add_test(th, work_by_pass);
     tcase_add_test(th, roofline_above_one);
     tcase_add_test(th, unknown_key);
     tcase_add_test(th, shipped_files_load);

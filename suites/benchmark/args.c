@@ -8,10 +8,10 @@
 
 /* The usage text: on stdout for --help (exit 0), after the reason on stderr (exit 2). */
 static void usage_text(FILE *out) {
-    fprintf(out, "usage: attn_benchmark --name N --kernel K [--plugin L] "
+    fprintf(out, "usage: attn_benchmark --name N --kernel K [--plugin L] [--pass fwd|bwd|fwd_bwd] "
             "--dtype fp16|bf16 --head-dim D --mask full|causal --seqlen S --tokens T --hidden H "
             "--thresholds-dir DIR --tolerance FILE [--fragments DIR]\n"
-            "   or: ... --mask M --workload decode|varlen|window --heads H --heads-k HK\n"
+            "   or: ... --mask M --workload decode|varlen|window --heads H --heads-k HK (--pass fwd only)\n"
             "       [--batch B --shape QxK] [--sequences QxK+QxK+...] [--page-size P] [--window L:R]\n"
             "One benchmark of the benchmark matrix (suites/benchmark/main.c says what it does). Exit 0 pass,\n"
             "1 fail, 77 skipped or not supported, 2 bad arguments or a harness error.\n");
@@ -92,7 +92,7 @@ void bench_parse_args(bench *bm, int argc, char **argv) {
         {"hidden", 1, 0, 'H'}, {"thresholds-dir", 1, 0, 'D'}, {"tolerance", 1, 0, 'o'},
         {"fragments", 1, 0, 'f'}, {"workload", 1, 0, 'w'}, {"batch", 1, 0, 'b'}, {"heads", 1, 0, 'e'},
         {"heads-k", 1, 0, 'K'}, {"shape", 1, 0, 'S'}, {"sequences", 1, 0, 'Q'}, {"page-size", 1, 0, 'P'},
-        {"window", 1, 0, 'W'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"window", 1, 0, 'W'}, {"pass", 1, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *shape = NULL, *sequences = NULL, *window = NULL;
     bm->window_left = bm->window_right = -1;
     int c;
@@ -120,6 +120,12 @@ void bench_parse_args(bench *bm, int argc, char **argv) {
         case 'Q': sequences = optarg; break;
         case 'P': bm->page_size = positive("--page-size", optarg); break;
         case 'W': window = optarg; break;
+        case 'A':
+            if ((bm->pass = attn_pass_parse(optarg)) < 0) {
+                snprintf(why, sizeof why, "--pass: expected fwd, bwd or fwd_bwd, got '%s'", optarg);
+                usage(why);
+            }
+            break;
         case 'h': usage_text(stdout); exit(0);
         default: usage(attn_getopt_error(c, argv, why, sizeof why));
         }
@@ -144,5 +150,6 @@ void bench_parse_args(bench *bm, int argc, char **argv) {
         bm->workload_name = bm->mask_name;
         return;
     }
+    if (bm->pass != ATTN_PASS_FWD) usage("--pass bwd and fwd_bwd take the dense matrix only, not --workload");
     parse_workload(bm, shape, sequences, window);
 }

@@ -17,6 +17,7 @@
 #include "reference.h"
 #include "thresholds.h"
 #include "verdict.h"
+#include "work.h"
 
 enum { MAX_BENCH_SEQS = ATTN_MAX_SEQS }; /* sequences of a varlen batch */
 
@@ -24,6 +25,7 @@ typedef struct {
     /* the arguments (args.c) */
     const char *name, *kernel_name, *plugin, *thresholds_dir, *tolerance_path, *fragments;
     const char *dtype_name, *mask_name, *workload_name; /* as given, for the messages */
+    int pass; /* attn_pass (--pass): what is timed; bwd and fwd_bwd take the dense matrix only */
     attn_dtype dtype;
     int head_dim, causal, seqlen, tokens, hidden;
     int batch, heads; /* the shape derived from tokens and hidden (version 2: given) */
@@ -39,10 +41,14 @@ typedef struct {
     json_t *phases;        /* wall time of each phase, in doc ("phases_s") */
     double phase_start;
 
-    /* the problem (problem.c): its tensors, the kernel's parameters (prob.p), the golden
-     * and low-precision O (prob.g, prob.r), kept on the GPU */
-    size_t n; /* elements of each of Q, K, V, O (the dense matrix's work) */
-    attn_gpu_problem prob;
+    /* the problem (problem.c; the backward passes' in backward.c): its tensors, the kernel's
+     * parameters (prob->p), the golden and low-precision O (prob->g, prob->r), kept on the GPU */
+    attn_gpu_problem fwd_prob; /* the forward pass's */
+    attn_bwd_problem bwd;      /* the backward passes': dO, the gradients, the workspace, their
+                                  references, on the forward problem bwd.f */
+    attn_gpu_problem *prob;    /* the forward problem: &fwd_prob or &bwd.f */
+    attn_gpu_snapshot fwd_out; /* the backward passes: O and the LSE as built, put back before
+                                  the baselines run (a kernel may have written them) */
     cudaStream_t stream;
     attn_reference *ref;
 
@@ -58,6 +64,7 @@ typedef struct {
     attn_timing_rules rules;
     attn_timing tk, tr, tc;
     int have_reference; /* the cuBLAS baseline ran (dense workloads only) */
+    char reference_why[512]; /* why not, for a dense problem (the backward's did not fit) */
     int have_cudnn;
     char cudnn_why[2048], cudnn_kind[64];
     long cudnn_version;    /* 0: cuDNN did not load */
@@ -87,15 +94,19 @@ void bench_record_figures(bench *bm, const struct figures *f);
 void bench_check_measurement(bench *bm, const struct figures *f);
 void bench_judge(bench *bm, const struct figures *f) __attribute__((noreturn));
 
-/* problem.c: set-up, the problem, its references and the verdict rule on O */
+/* problem.c: set-up, the problem, its references and the verdict rule on O (and, through
+ * backward.c, on the gradients) */
 int bench_open_harness(bench *bm);
 int bench_begin_fragment(bench *bm);
 void bench_load_thresholds(bench *bm);
+attn_problem_desc bench_describe(const bench *bm);
 void bench_make_inputs(bench *bm);
 void bench_record_config(bench *bm);
 void bench_make_references(bench *bm);
 int bench_verify(bench *bm, attn_enqueue_fn fn, void *ctx, char *why, size_t whylen);
 int bench_judge_output_now(bench *bm, char *why, size_t whylen);
+int bench_judge_o_now(bench *bm, char *why, size_t whylen);
+int bench_poison_outputs(bench *bm, char *err, size_t errlen);
 
 /* timing.c: the kernel and the baselines, verified and timed */
 int bench_run_kernel(void *bm, cudaStream_t s, char *err, size_t errlen);
@@ -104,5 +115,19 @@ void bench_time_kernel(bench *bm);
 void bench_baselines(bench *bm);
 void bench_record_launches(bench *bm);
 json_t *bench_cudnn_json(const bench *bm);
+json_t *bench_cudnn_engine_json(const attn_cudnn_plan_info *in);
+attn_cudnn *bench_cudnn_open(bench *bm);
+
+/* backward.c: the backward passes (bwd, fwd_bwd): their problem, the kernel's calls, the
+ * verdict on the gradients, the baselines' backward */
+void bench_bwd_check_support(bench *bm);
+void bench_bwd_build(bench *bm);
+void bench_bwd_restore_forward(bench *bm);
+int bench_kernel_call(const bench *bm, cudaStream_t s);
+const char *bench_kernel_lacks(const bench *bm, char *why, size_t whylen);
+int bench_judge_grads_now(bench *bm, char *why, size_t whylen);
+int bench_bwd_verify_reference(bench *bm, char *why, size_t whylen);
+void bench_bwd_time_reference(bench *bm);
+void bench_bwd_time_cudnn(bench *bm);
 
 #endif

@@ -3,8 +3,9 @@
  * softmax baseline and cuDNN's fused attention, judged by the thresholds stored for this GPU.
  *
  *   attn_benchmark --name benchmark/simple/fp16/d64/causal/s512 --kernel simple [--plugin L]
- *       --dtype fp16 --head-dim 64 --mask causal --seqlen 512 --tokens 16384 --hidden 2048
- *       --thresholds-dir thresholds --tolerance thresholds/tolerance.ini --fragments DIR
+ *       [--pass fwd|bwd|fwd_bwd] --dtype fp16 --head-dim 64 --mask causal --seqlen 512
+ *       --tokens 16384 --hidden 2048 --thresholds-dir thresholds
+ *       --tolerance thresholds/tolerance.ini --fragments DIR
  *
  * Version 2's workloads (shapes/benchmark_<workload>.txt) give the problem instead of
  * tokens and hidden:
@@ -19,6 +20,24 @@
  * exactly, row by row (FLOPs of the visible keys; bytes of Q, O and each sequence's keys
  * that some row sees, read once per KV head): decode's roofline is a memory roofline.
  *
+ * The backward (--pass bwd; the dense matrix only, shapes/benchmark_bwd.txt): the kernel's bwd
+ * on the backward problem (harness/gpu_problem_bwd.c: O and the LSE the golden forward's, dO
+ * random, the workspace of the kernel's bwd_workspace allocated here, deterministic 0);
+ * --pass fwd_bwd: its fwd then its bwd as one measured call (the "forward + backward" row). A
+ * kernel without bwd, or that lacks what the problem needs (attn_kernel_lacks_bwd), or returns
+ * ATTN_UNSUPPORTED, is not supported. dQ, dK and dV are judged by check bwd_accuracy's rule
+ * (attn_bwd_grad_verdict; fwd_bwd: O by the forward's too), before the timing and on what the
+ * timed launches leave. Work by FlashAttention's convention (work.h): FLOPs 2.5 x the
+ * forward's 4 B H S^2 D (halved when causal, as the forward counts it), fwd_bwd 3.5 x; bytes
+ * the least traffic (bwd reads Q, K, V, O, dO and the LSE and writes dQ, dK, dV once; fwd_bwd
+ * adds the forward's, and the LSE it writes). Baselines: the cuBLAS reference's backward twin
+ * (attn_ref_backward ATTN_REF_LOWP, the unfused fp16/bf16 backward, its GEMMs float32 on CUDA
+ * cores, unlike the forward's tensor-core baseline; fwd_bwd: after the forward's cuBLAS
+ * baseline), not run where its outputs do not fit in memory (said, and the class judged
+ * without min_speedup_reference); cuDNN's SDPA backward (fwd_bwd: its forward then its
+ * backward), autotuned and checked on this test's inputs. Thresholds sections name the pass
+ * after the kernel ([flash2 bwd fp16 d128 causal 512-16384]).
+ *
  * Order: verify the kernel (a wrong kernel is never timed as a pass), time it, verify and
  * time each baseline, then the verdict. Writes DIR/<name>.json (collected into one results
  * file by attn_results at the end of the run) and prints <CTestMeasurement> tags.
@@ -29,9 +48,9 @@
  * The baselines are the same computation whatever the kernel: within one run (one fragments
  * directory, which attn_results --reset empties at the run's start), the first benchmark of
  * a shape on a GPU times them and leaves them in DIR/baselines/; the other kernels' benchmarks
- * of that shape reuse those figures (the fragment names the test that measured them) and
- * only check the baseline's output on their own inputs. ATTN_BENCH_REUSE_BASELINES=0 times
- * them in every test. */
+ * of that shape and pass reuse those figures (the fragment names the test that measured them)
+ * and only check the baseline's output on their own inputs. ATTN_BENCH_REUSE_BASELINES=0 times
+ * them in every test. Every fragment says its "pass". */
 #include "bench.h"
 
 /* The phases in order (see the top of this file). */
@@ -46,11 +65,11 @@ int main(int argc, char **argv) {
     bench_phase_done(&bm, "startup"); /* arguments, the tolerance file, the CUDA context */
 
     bench_load_thresholds(&bm);
-    bench_make_inputs(&bm);
-    bench_record_config(&bm);
+    bench_make_inputs(&bm); /* the backward passes: the kernel asked whether it takes the problem */
     bench_phase_done(&bm, "setup");
-    bench_make_references(&bm);
+    bench_make_references(&bm); /* the backward passes: their problem built with its references */
     bench_phase_done(&bm, "references");
+    bench_record_config(&bm);
 
     /* 1. the kernel: right first, then timed */
     bench_verify_kernel(&bm);

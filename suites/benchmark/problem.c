@@ -1,6 +1,6 @@
 /* attn_benchmark's set-up and problem: the harness (tolerance, kernel, GPU), the fragment's
  * start, the thresholds, the inputs and the kernel's parameters, the references, and the
- * verdict rule on what O holds. */
+ * verdict rule on what O holds (the backward passes' problem and gradients: backward.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,10 +46,11 @@ int bench_begin_fragment(bench *bm) {
         }
     }
     bm->seqlen_q = seqlen_q;
-    bm->doc = json_pack("{s:s, s:s, s:s, s:i, s:b, s:i, s:i, s:i, s:i, s:s, s:i}", "test", bm->name, "kernel",
-                      bm->kernel_name, "dtype", bm->dtype_name, "head_dim", bm->head_dim, "causal", bm->causal,
-                      "seqlen_q", seqlen_q, "seqlen_k", bm->seqlen, "batch", bm->batch, "heads", bm->heads,
-                      "workload", attn_workload_name(bm->workload), "heads_k", bm->heads_k);
+    bm->doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:i, s:i, s:i, s:i, s:s, s:i}", "test", bm->name, "kernel",
+                      bm->kernel_name, "pass", attn_pass_name(bm->pass), "dtype", bm->dtype_name, "head_dim",
+                      bm->head_dim, "causal", bm->causal, "seqlen_q", seqlen_q, "seqlen_k", bm->seqlen, "batch",
+                      bm->batch, "heads", bm->heads, "workload", attn_workload_name(bm->workload), "heads_k",
+                      bm->heads_k);
     if (!bm->doc) return fprintf(stderr, "attn_benchmark: cannot build JSON\n"), 2;
     if (bm->workload > ATTN_WORKLOAD_CAUSAL) { /* what else the problem is */
         json_object_set_new(bm->doc, "window", json_pack("[i,i]", bm->window_left, bm->window_right));
@@ -87,15 +88,16 @@ void bench_load_thresholds(bench *bm) {
     if (!bm->judge_as || !*bm->judge_as) bm->judge_as = bm->kernel_name;
     /* no class: measured and recorded all the same (so that minimums can be set from the
      * figures: scripts/set_thresholds.py), but skipped, never passed */
-    bm->cls = attn_thresholds_find(&bm->th, bm->judge_as, bm->dtype, bm->head_dim, bm->workload, bm->seqlen,
-                                   bm->seqlen_q);
+    bm->cls = attn_thresholds_find(&bm->th, bm->judge_as, bm->pass, bm->dtype, bm->head_dim, bm->workload,
+                                   bm->seqlen, bm->seqlen_q);
 }
 
 /* The problem's description: the dense matrix BSHD; the window workload a dense problem too
  * (every sequence the same length); varlen a packed batch, decode a packed batch in pages
  * (Q dense: every sequence has the same number of queries). The kernel is not asked for
- * the LSE; the inputs' seed comes from the test's name. */
-static attn_problem_desc describe(const bench *bm) {
+ * the LSE (the backward passes' problem asks for it); the inputs' seed comes from the test's
+ * name. */
+attn_problem_desc bench_describe(const bench *bm) {
     const int dense = bm->workload <= ATTN_WORKLOAD_CAUSAL || bm->workload == ATTN_WORKLOAD_WINDOW;
     const int sq = bm->workload == ATTN_WORKLOAD_WINDOW ? bm->lens_q[0] : bm->seqlen;
     const int sk = bm->workload == ATTN_WORKLOAD_WINDOW ? bm->lens_k[0] : bm->seqlen;
@@ -112,22 +114,28 @@ static attn_problem_desc describe(const bench *bm) {
 }
 
 /* The stream, and the problem built on it (harness/gpu_problem.h): inputs, poisoned outputs,
- * the kernel's parameters. */
+ * the kernel's parameters. The backward passes only ask the kernel whether it takes their
+ * problem here: it is built with its references (bench_make_references). */
 void bench_make_inputs(bench *bm) {
     char err[2048];
-    bm->n = (size_t)bm->batch * bm->seqlen * bm->heads * bm->head_dim; /* the dense matrix's work */
     if (cudaStreamCreate(&bm->stream) != cudaSuccess) bench_finish(bm, "fail", 2, "cannot create a stream");
-    const attn_problem_desc d = describe(bm);
-    if (attn_gpu_problem_build(&bm->prob, &d, bm->stream, err, sizeof err)) bench_finish(bm, "fail", 2, "%s", err);
+    if (bm->pass != ATTN_PASS_FWD) {
+        bench_bwd_check_support(bm);
+        return;
+    }
+    const attn_problem_desc d = bench_describe(bm);
+    bm->prob = &bm->fwd_prob;
+    if (attn_gpu_problem_build(bm->prob, &d, bm->stream, err, sizeof err)) bench_finish(bm, "fail", 2, "%s", err);
 }
 
-/* Which configuration of a tunable kernel (attn_tuning) runs this problem, default or tuned
- * (flash2: a committed thresholds/<gpu>.tuned.txt): "config" {tunable: value, ..., "tuned"}. */
+/* Which configuration of a tunable kernel (attn_tuning) runs this problem's forward, default or
+ * tuned (flash2: a committed thresholds/<gpu>.tuned.txt): "config" {tunable: value, ...,
+ * "tuned"}. None for the backward pass: the tunables are the forward's. */
 void bench_record_config(bench *bm) {
     char err[1024];
-    const attn_tuning *t = attn_find_tuning(bm->kernel, bm->plugin, err, sizeof err);
+    const attn_tuning *t = bm->pass == ATTN_PASS_BWD ? NULL : attn_find_tuning(bm->kernel, bm->plugin, err, sizeof err);
     int values[ATTN_TUNE_MAX_TUNABLES], tuned = 0;
-    if (!t || t->config_for(&bm->prob.p, values, &tuned) != ATTN_OK) return;
+    if (!t || t->config_for(&bm->prob->p, values, &tuned) != ATTN_OK) return;
     json_t *c = json_object();
     printf("configuration (%s):", tuned ? "tuned" : "default");
     for (int i = 0; i < t->count; i++) {
@@ -143,18 +151,30 @@ void bench_record_config(bench *bm) {
 
 /* The golden and low-precision outputs that bench_verify() judges every run against, once,
  * kept on the GPU: the verdict's figures are gathered there (attn_output_stats_gpu), so a
- * benchmark-sized output never crosses. */
+ * benchmark-sized output never crosses. The backward passes: their problem, built with the
+ * forward's and the backward's references (bench_bwd_build). */
 void bench_make_references(bench *bm) {
     char err[2048];
     if (attn_ref_create(&bm->ref, err, sizeof err)) bench_finish(bm, "fail", 2, "reference: %s", err);
-    if (attn_gpu_problem_references(&bm->prob, bm->ref, bm->stream, err, sizeof err))
+    if (bm->pass != ATTN_PASS_FWD) {
+        bench_bwd_build(bm);
+        return;
+    }
+    if (attn_gpu_problem_references(bm->prob, bm->ref, bm->stream, err, sizeof err))
         bench_finish(bm, "fail", 2, "reference: %s", err);
 }
 
-/* Runs `fn` once on NaN-poisoned O and judges the output by the verdict rule. 0 when right;
+/* What the pass writes, poisoned (guard bands included): O (and the LSE); the backward's
+ * gradients and workspace; forward then backward both. 0, or 1 with err. */
+int bench_poison_outputs(bench *bm, char *err, size_t errlen) {
+    if (bm->pass != ATTN_PASS_BWD && attn_gpu_problem_poison_outputs(bm->prob, bm->stream, err, errlen)) return 1;
+    return bm->pass != ATTN_PASS_FWD && attn_bwd_problem_poison(&bm->bwd, ATTN_BWD_OUTPUTS, bm->stream, err, errlen);
+}
+
+/* Runs `fn` once on NaN-poisoned outputs and judges them by the verdict rule. 0 when right;
  * else the reason in why. */
 int bench_verify(bench *bm, attn_enqueue_fn fn, void *ctx, char *why, size_t whylen) {
-    if (attn_gpu_problem_poison_outputs(&bm->prob, bm->stream, why, whylen)) return 1;
+    if (bench_poison_outputs(bm, why, whylen)) return 1;
     if (fn(ctx, bm->stream, why, whylen)) return 1;
     return bench_judge_output_now(bm, why, whylen);
 }
@@ -163,7 +183,7 @@ int bench_verify(bench *bm, attn_enqueue_fn fn, void *ctx, char *why, size_t why
  * layout (the references' rows past a sequence's end are zeroed alike; the kernel was not
  * asked for the LSE, so only O is unpacked). */
 static cudaError_t output_view(bench *bm, attn_fwd_params *view) {
-    const attn_gpu_problem *x = &bm->prob;
+    const attn_gpu_problem *x = bm->prob;
     *view = x->p;
     if (!x->p.cu_seqlens_q) return cudaSuccess;
     const int64_t S = x->p.seqlen_q, H = bm->heads, D = bm->head_dim;
@@ -173,19 +193,27 @@ static cudaError_t output_view(bench *bm, attn_fwd_params *view) {
                             x->p.o_row_stride, x->p.o_head_stride, x->o_dense, x->g, x->r, bm->stream);
 }
 
-/* The verdict rule on what O holds now (after the stream's work). 0 when right; else the
- * reason in why. */
+/* The verdict rule on what the pass wrote, now (after the stream's work): O, the gradients, or
+ * both. 0 when right; else the reason in why. */
 int bench_judge_output_now(bench *bm, char *why, size_t whylen) {
+    why[0] = 0;
+    if (bm->pass == ATTN_PASS_BWD) return bench_judge_grads_now(bm, why, whylen);
+    if (bench_judge_o_now(bm, why, whylen)) return 1;
+    return bm->pass == ATTN_PASS_FWD_BWD && bench_judge_grads_now(bm, why, whylen);
+}
+
+/* The verdict rule on what O holds now. 0 when right; else the reason in why. */
+int bench_judge_o_now(bench *bm, char *why, size_t whylen) {
     why[0] = 0;
     attn_output_stats st;
     attn_fwd_params view;
     cudaError_t e = output_view(bm, &view);
-    if (e == cudaSuccess) e = attn_output_stats_gpu(&view, bm->prob.g, bm->prob.r, &st, bm->stream);
+    if (e == cudaSuccess) e = attn_output_stats_gpu(&view, bm->prob->g, bm->prob->r, &st, bm->stream);
     if (e != cudaSuccess) return snprintf(why, whylen, "on the GPU: %s", cudaGetErrorString(e)), 1;
     attn_output_verdict v;
     attn_output_decide(&st, bm->dtype, &bm->tol, &v);
     if (v.rule == ATTN_RULE_PASS) return 0;
-    const attn_fwd_params *p = &bm->prob.p;
+    const attn_fwd_params *p = &bm->prob->p;
     size_t i = v.worst, D = bm->head_dim, S = p->seqlen_q, H = p->heads;
     snprintf(why, whylen, "%s: max|O-G| %.3g (bound %.3g), mean|O-G| %.3g (bound %.3g); %s at "
              "(b=%zu, h=%zu, s=%zu, d=%zu)", attn_rule_name(v.rule), v.max_err, v.max_bound, v.mean_err,

@@ -53,6 +53,11 @@ static void measure(const char *name, double value, const char *unit) {
 
 /* ---- figures, verdict --------------------------------------------------------------- */
 
+/* " (bwd)", " (fwd_bwd)": what the summary line's kernel time is; "" for the forward */
+static const char *pass_words(const bench *bm) {
+    return bm->pass == ATTN_PASS_BWD ? " (bwd)" : bm->pass == ATTN_PASS_FWD_BWD ? " (fwd_bwd)" : "";
+}
+
 /* A version-2 workload's work, counted row by row: 4 D FLOPs per visible (query, key) pair
  * and head; Q read and O written once, and per KV head the keys (K and V rows) that some
  * query of the sequence sees, read once. Visible: -window_left <= j - (i + S_k - S_q) <=
@@ -82,9 +87,9 @@ struct figures bench_compute_figures(const bench *bm) {
     struct figures f;
     const attn_timing *tk = &bm->tk, *tr = &bm->tr, *tc = &bm->tc;
     /* work, roofline, speedups: the dense matrix keeps its approximate count (S^2 / 2 pairs
-     * when causal) so that its figures stay comparable with earlier runs */
-    f.flops = 4.0 * bm->batch * bm->heads * (double)bm->seqlen * bm->seqlen * bm->head_dim * (bm->causal ? 0.5 : 1.0);
-    f.bytes = 4.0 * bm->n * 2; /* Q, K, V read once, O written once */
+     * when causal) so that its figures stay comparable with earlier runs (work.h) */
+    const bench_work w = bench_work_dense(bm->pass, bm->batch, bm->heads, bm->seqlen, bm->head_dim, bm->causal);
+    f.flops = w.flops, f.bytes = w.bytes;
     if (bm->workload > ATTN_WORKLOAD_CAUSAL) count_workload(bm, &f.flops, &f.bytes);
     f.peak = (bm->dtype == ATTN_BF16 ? bm->th.bf16_tflops : bm->th.fp16_tflops) * 1e12;
     f.bw = bm->th.bandwidth_gbs * 1e9;
@@ -107,14 +112,19 @@ struct figures bench_compute_figures(const bench *bm) {
 /* The figures on stdout: a readable summary and CTest's measurement tags. */
 void bench_print_figures(const bench *bm, const struct figures *f) {
     const attn_timing *tk = &bm->tk, *tr = &bm->tr, *tc = &bm->tc;
-    printf("%s: kernel %.4f ms [%.4f, %.4f] (%d samples, %d dropped for clock%s), %.1f TFLOP/s, %.0f GB/s, "
-           "roofline %.1f%% (%s-bound floor %.4f ms)\n", bm->name, tk->median_ms, tk->ci_lo_ms, tk->ci_hi_ms,
-           tk->samples, tk->dropped_clock, tk->noisy ? ", noisy" : "", f->flops / f->t * 1e-12,
+    printf("%s: kernel%s %.4f ms [%.4f, %.4f] (%d samples, %d dropped for clock%s), %.1f TFLOP/s, %.0f GB/s, "
+           "roofline %.1f%% (%s-bound floor %.4f ms)\n", bm->name, pass_words(bm), tk->median_ms, tk->ci_lo_ms,
+           tk->ci_hi_ms, tk->samples, tk->dropped_clock, tk->noisy ? ", noisy" : "", f->flops / f->t * 1e-12,
            f->bytes / f->t * 1e-9, 100 * f->roofline, f->flops / f->peak > f->bytes / f->bw ? "compute" : "memory",
            f->floor_s * 1e3);
+    const char *ref_name = bm->pass == ATTN_PASS_FWD ? "cuBLAS + softmax"
+                         : bm->pass == ATTN_PASS_BWD ? "cuBLAS reference backward, fp16/bf16 twin"
+                                                     : "cuBLAS + softmax, then the reference backward's twin";
     if (bm->have_reference)
-        printf("  baseline (cuBLAS + softmax) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", tr->median_ms, f->sp_ref,
+        printf("  baseline (%s) %.4f ms: speedup %.2fx [%.2f, %.2f]\n", ref_name, tr->median_ms, f->sp_ref,
                f->sp_ref_lo, f->sp_ref_hi);
+    else if (bm->reference_why[0])
+        printf("  baseline (%s): %s\n", ref_name, bm->reference_why);
     else
         printf("  baseline (cuBLAS + softmax): none for the %s workload (version-1 problems only)\n",
                bm->workload_name);
@@ -161,6 +171,7 @@ void bench_record_figures(bench *bm, const struct figures *f) {
         json_object_set_new(cud, "speedup_ci", json_pack("[f,f]", f->sp_cud_lo, f->sp_cud_hi));
     }
     json_object_set_new(base, "cudnn", cud ? cud : json_pack("{s:b, s:s}", "available", 0, "reason", "out of memory"));
+    if (bm->reference_why[0]) json_object_set_new(base, "reference_not_run", json_string(bm->reference_why));
     if (bm->measured_by[0]) json_object_set_new(base, "timed_by", json_string(bm->measured_by));
     json_object_set_new(bm->doc, "baselines", base);
     json_object_set_new(bm->doc, "peaks", json_pack("{s:f, s:f}", "tflops", f->peak * 1e-12, "gbs", f->bw * 1e-9));
@@ -210,11 +221,15 @@ void bench_check_measurement(bench *bm, const struct figures *f) {
 /* Judges the figures by the thresholds class and exits with the verdict. */
 void bench_judge(bench *bm, const struct figures *f) {
     const attn_threshold_class *cls = bm->cls;
-    if (!cls)
-        bench_finish(bm, "skipped", ATTN_EXIT_SKIP, "measured, but no thresholds class in %s covers %s %s d%d %s s%d q%d; "
-               "add a section [%s <dtype|*> <d64|d128|*> <%s|*> <lo>-<hi> [q<lo>-<hi>]] "
-               "(scripts/set_thresholds.py writes them from a results file)", bm->tpath, bm->judge_as, bm->dtype_name,
-               bm->head_dim, bm->workload_name, bm->seqlen, bm->seqlen_q, bm->judge_as, bm->workload_name);
+    if (!cls) {
+        char pass[16] = ""; /* the section's pass word, which fwd's may leave out */
+        if (bm->pass != ATTN_PASS_FWD) snprintf(pass, sizeof pass, " %s", attn_pass_name(bm->pass));
+        bench_finish(bm, "skipped", ATTN_EXIT_SKIP, "measured, but no thresholds class in %s covers %s%s %s d%d %s s%d "
+               "q%d; add a section [%s%s <dtype|*> <d64|d128|*> <%s|*> <lo>-<hi> [q<lo>-<hi>]] "
+               "(scripts/set_thresholds.py writes them from a results file)", bm->tpath, bm->judge_as, pass,
+               bm->dtype_name, bm->head_dim, bm->workload_name, bm->seqlen, bm->seqlen_q, bm->judge_as, pass,
+               bm->workload_name);
+    }
     json_t *jt = json_pack("{s:s, s:s, s:s, s:f}", "file", bm->tpath, "judged_as", bm->judge_as, "class",
                            cls->section, "min_roofline", cls->min_roofline);
     json_object_set_new(jt, "min_speedup_reference",

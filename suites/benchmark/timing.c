@@ -1,6 +1,6 @@
 /* attn_benchmark's timings: the kernel verified then timed, the baselines (cuBLAS + softmax,
- * cuDNN) verified on this test's inputs then timed or reused from this run (main.c says
- * how), and the kernel's launches. */
+ * cuDNN; the backward passes' in backward.c) verified on this test's inputs then timed or
+ * reused from this run (main.c says how), and the kernel's launches. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +14,14 @@
 
 int bench_run_kernel(void *ctx, cudaStream_t s, char *err, size_t errlen) {
     const bench *bm = ctx;
-    int rc = bm->kernel->fwd(&bm->prob.p, s);
+    int rc = bench_kernel_call(bm, s);
     if (rc != ATTN_OK) snprintf(err, errlen, "kernel '%s' returned %d", bm->kernel->name, rc);
     return rc != ATTN_OK;
 }
 
 static int run_baseline(void *ctx, cudaStream_t s, char *err, size_t errlen) {
     bench *bm = ctx;
-    return attn_ref_baseline(bm->ref, &bm->prob.p, s, err, errlen);
+    return attn_ref_baseline(bm->ref, &bm->prob->p, s, err, errlen);
 }
 
 /* cuDNN's plan on the benchmark's problem */
@@ -41,7 +41,7 @@ static int run_cudnn(void *ctx, cudaStream_t s, char *err, size_t errlen) {
 static void not_supported_if_smem_too_big(bench *bm, const struct cudaDeviceProp *prop) {
     char why[512];
     if (attn_requests_begin(why, sizeof why)) return; /* no CUPTI: the plain failure stands */
-    bm->kernel->fwd(&bm->prob.p, bm->stream);
+    bench_kernel_call(bm, bm->stream);
     cudaStreamSynchronize(bm->stream);
     cudaGetLastError();
     const int asked = attn_requests_end();
@@ -92,8 +92,9 @@ static int env_is(const char *name, const char *value) {
 static int reuse_baselines(bench *bm, const json_t *doc) {
     const json_t *cud = json_object_get(doc, "cudnn");
     const char *measured_by = json_string_value(json_object_get(doc, "measured_by"));
+    const char *ref_not_run = json_string_value(json_object_get(doc, "reference_not_run"));
     if (!measured_by || !json_is_object(cud) ||
-        (bm->have_reference && attn_timing_from_json(json_object_get(doc, "reference"), &bm->tr)))
+        (bm->have_reference && !ref_not_run && attn_timing_from_json(json_object_get(doc, "reference"), &bm->tr)))
         return 0;
     const char *lib = json_string_value(json_object_get(cud, "library"));
     snprintf(bm->cudnn_lib, sizeof bm->cudnn_lib, "%s", lib ? lib : "");
@@ -115,6 +116,8 @@ static int reuse_baselines(bench *bm, const json_t *doc) {
         bm->have_cudnn = 0;
     }
     snprintf(bm->measured_by, sizeof bm->measured_by, "%s", measured_by);
+    if (bm->have_reference && ref_not_run) /* the backward's did not fit */
+        bm->have_reference = 0, snprintf(bm->reference_why, sizeof bm->reference_why, "%s", ref_not_run);
     return 1;
 }
 
@@ -128,6 +131,7 @@ static void store_baselines(const bench *bm, const char *path) {
     if (slash) *slash = 0;
     json_t *doc = json_pack("{s:s, s:o*, s:o*}", "measured_by", bm->name, "reference",
                             bm->have_reference ? attn_timing_json(&bm->tr) : NULL, "cudnn", bench_cudnn_json(bm));
+    if (doc && bm->reference_why[0]) json_object_set_new(doc, "reference_not_run", json_string(bm->reference_why));
     if (!doc || attn_mkdirs(dir, err, sizeof err) || attn_json_write_atomic(doc, path, err, sizeof err))
         fprintf(stderr, "attn_benchmark: note: baselines not shared (%s)\n", doc ? err : "out of memory");
     json_decref(doc);
@@ -139,11 +143,11 @@ static void store_baselines(const bench *bm, const char *path) {
  * timed. */
 void bench_verify_kernel(bench *bm) {
     char err[2048];
-    if (attn_kernel_lacks(bm->kernel, &bm->prob.p, err, sizeof err))
-        bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "%s", err);
-    int rc = bm->kernel->fwd(&bm->prob.p, bm->stream);
+    if (bench_kernel_lacks(bm, err, sizeof err)) bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "%s", err);
+    int rc = bench_kernel_call(bm, bm->stream);
     if (rc == ATTN_UNSUPPORTED)
-        bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "kernel '%s' returned ATTN_UNSUPPORTED", bm->kernel_name);
+        bench_finish(bm, "not_supported", ATTN_EXIT_SKIP, "kernel '%s' returned ATTN_UNSUPPORTED%s", bm->kernel_name,
+                     bm->pass == ATTN_PASS_FWD ? "" : bm->pass == ATTN_PASS_BWD ? " from bwd" : " from fwd or bwd");
     cudaStreamSynchronize(bm->stream);
     if (bench_verify(bm, bench_run_kernel, bm, err, sizeof err)) {
         not_supported_if_smem_too_big(bm, &bm->prop);
@@ -160,7 +164,7 @@ void bench_time_kernel(bench *bm) {
     if (attn_timer_create(&bm->timer, bm->stream, err, sizeof err)) bench_finish(bm, "fail", 2, "timer: %s", err);
     /* fresh poison before the timed launches, the verdict on what they leave: a kernel that
      * skips work when called again (on the same pointers) leaves NaN */
-    if (attn_gpu_problem_poison_outputs(&bm->prob, bm->stream, err, sizeof err)) bench_finish(bm, "fail", 2, "%s", err);
+    if (bench_poison_outputs(bm, err, sizeof err)) bench_finish(bm, "fail", 2, "%s", err);
     if (attn_measure(bm->timer, bench_run_kernel, bm, &bm->rules, &bm->tk, err, sizeof err))
         bench_finish(bm, "fail", 1, "timing the kernel: %s", err);
     bench_judge_output_now(bm, bm->timed_output_why, sizeof bm->timed_output_why);
@@ -171,7 +175,7 @@ void bench_time_kernel(bench *bm) {
 /* The chosen engine config and how it was found, for the results (keys documented in
  * results/README.md): engine, engine_id, tuned, configs_tried, configs_built, configs_timed,
  * heuristics, and with tuning the chosen and the heuristics' first config's times. */
-static json_t *cudnn_engine_json(const attn_cudnn_plan_info *in) {
+json_t *bench_cudnn_engine_json(const attn_cudnn_plan_info *in) {
     json_t *j = json_pack("{s:s, s:I, s:b, s:i, s:i, s:i, s:i, s:s, s:I, s:f, s:f}", "engine", in->engine,
                           "engine_id", (json_int_t)in->engine_id, "tuned", in->tuned, "configs_tried",
                           in->configs_tried, "configs_built", in->configs_built, "configs_timed", in->configs_timed,
@@ -182,23 +186,29 @@ static json_t *cudnn_engine_json(const attn_cudnn_plan_info *in) {
     return j;
 }
 
+/* libcudnn opened, its version and file recorded in bm; NULL with the reason in bm->cudnn_why
+ * when it cannot be. */
+attn_cudnn *bench_cudnn_open(bench *bm) {
+    attn_cudnn *cudnn = NULL;
+    if (attn_cudnn_open(&cudnn, bm->cudnn_why, sizeof bm->cudnn_why)) return NULL;
+    attn_cudnn_lib_info lib;
+    attn_cudnn_get_library(cudnn, &lib);
+    bm->cudnn_version = lib.version;
+    snprintf(bm->cudnn_lib, sizeof bm->cudnn_lib, "%s", lib.path[0] ? lib.path : lib.requested);
+    return cudnn;
+}
+
 /* 3. cuDNN, where it is there and takes the case: the engine configs autotuned on this
  * test's inputs (attn_cudnn_plan_create_ex; ATTN_CUDNN_AUTOTUNE=0: the first that builds),
  * the chosen one checked, then timed into bm->tc. Any failure only leaves bm->have_cudnn 0 and
  * the reason in bm->cudnn_why. */
 static void time_cudnn(bench *bm) {
-    attn_cudnn *cudnn = NULL;
+    attn_cudnn *cudnn = bench_cudnn_open(bm);
     attn_cudnn_plan *plan = NULL;
-    if (attn_cudnn_open(&cudnn, bm->cudnn_why, sizeof bm->cudnn_why) == 0) {
-        attn_cudnn_lib_info lib;
-        attn_cudnn_get_library(cudnn, &lib);
-        bm->cudnn_version = lib.version;
-        snprintf(bm->cudnn_lib, sizeof bm->cudnn_lib, "%s", lib.path[0] ? lib.path : lib.requested);
-    }
-    if (cudnn && attn_cudnn_plan_create_ex(cudnn, &bm->prob.p, NULL, bm->stream, &plan, bm->cudnn_why,
+    if (cudnn && attn_cudnn_plan_create_ex(cudnn, &bm->prob->p, NULL, bm->stream, &plan, bm->cudnn_why,
                                            sizeof bm->cudnn_why) == 0) {
         char why[1024];
-        cudnn_run run = {plan, &bm->prob.p};
+        cudnn_run run = {plan, &bm->prob->p};
         bench_phase_done(bm, "cudnn_plan");
         attn_cudnn_plan_info info;
         attn_cudnn_plan_get_info(plan, &info);
@@ -210,7 +220,7 @@ static void time_cudnn(bench *bm) {
         else {
             bm->have_cudnn = 1;
             snprintf(bm->cudnn_kind, sizeof bm->cudnn_kind, "%s", attn_cudnn_plan_kind(plan));
-            bm->cudnn_engine = cudnn_engine_json(&info);
+            bm->cudnn_engine = bench_cudnn_engine_json(&info);
         }
     }
     attn_cudnn_plan_destroy(plan);
@@ -230,40 +240,64 @@ json_t *bench_cudnn_json(const bench *bm) {
     return j;
 }
 
-/* 2. the cuBLAS + softmax baseline: its output checked on this test's inputs, its timing
- * measured here or reused from this run's first benchmark of the shape */
+/* The file of DIR/baselines/ that shares this shape's baseline figures within the run (keyed
+ * by the pass too), into path; "" when they are not shared. */
+static void baselines_path(const bench *bm, char *path, size_t len) {
+    path[0] = 0;
+    if (!bm->fragments || env_is("ATTN_BENCH_REUSE_BASELINES", "0")) return;
+    char pass[16] = ""; /* the forward's files keep their names */
+    if (bm->pass != ATTN_PASS_FWD) snprintf(pass, sizeof pass, "%s-", attn_pass_name(bm->pass));
+    if (bm->workload <= ATTN_WORKLOAD_CAUSAL) {
+        snprintf(path, len, "%s/baselines/%s%s-d%d-%s-s%d-t%d-h%d-pci%04x%02x%02x.json", bm->fragments, pass,
+                 attn_dtype_name(bm->dtype), bm->head_dim, bm->causal ? "causal" : "full", bm->seqlen, bm->tokens,
+                 bm->hidden, bm->prop.pciDomainID, bm->prop.pciBusID, bm->prop.pciDeviceID);
+        return;
+    }
+    uint64_t lens = 1469598103934665603ull; /* FNV-1a of the sequences' lengths */
+    for (int b = 0; b < bm->nseq; b++)
+        lens = (lens ^ (uint64_t)bm->lens_q[b] << 32 ^ (uint64_t)bm->lens_k[b]) * 1099511628211ull;
+    snprintf(path, len, "%s/baselines/%s-%s-d%d-%s-n%d-h%d-kv%d-w%d_%d-p%d-%016llx-pci%04x%02x%02x.json",
+             bm->fragments, bm->workload_name, attn_dtype_name(bm->dtype), bm->head_dim, bm->mask_name, bm->nseq,
+             bm->heads, bm->heads_k, bm->window_left, bm->window_right, bm->page_size, (unsigned long long)lens,
+             bm->prop.pciDomainID, bm->prop.pciBusID, bm->prop.pciDeviceID);
+}
+
+/* The baselines timed here: the cuBLAS one (the forward's, or the backward's reference), then
+ * cuDNN. */
+static void time_baselines(bench *bm) {
+    char err[2048];
+    bm->measured_by[0] = 0, bm->cudnn_lib[0] = 0, bm->cudnn_version = 0, bm->have_cudnn = 0;
+    json_decref(bm->cudnn_engine);
+    bm->cudnn_engine = NULL;
+    if (bm->pass != ATTN_PASS_FWD)
+        bench_bwd_time_reference(bm);
+    else if (bm->have_reference && attn_measure(bm->timer, run_baseline, bm, &bm->rules, &bm->tr, err, sizeof err))
+        bench_finish(bm, "fail", 2, "timing the baseline: %s", err);
+    bench_phase_done(bm, "baseline");
+    if (bm->pass == ATTN_PASS_FWD)
+        time_cudnn(bm);
+    else
+        bench_bwd_time_cudnn(bm);
+}
+
+/* 2. the cuBLAS baseline: its output checked on this test's inputs (the backward's reference
+ * is the verdict's own yardstick: backward.c), its timing measured here or reused from this
+ * run's first benchmark of the shape; then 3., cuDNN's */
 void bench_baselines(bench *bm) {
     char err[2048];
     bm->have_reference = bm->workload <= ATTN_WORKLOAD_CAUSAL; /* attn_ref_baseline: version 1 only */
-    if (bm->have_reference && bench_verify(bm, run_baseline, bm, err, sizeof err))
+    if (bm->pass != ATTN_PASS_FWD) bench_bwd_restore_forward(bm);
+    if (bm->have_reference && (bm->pass == ATTN_PASS_FWD ? bench_verify(bm, run_baseline, bm, err, sizeof err)
+                                                         : bench_bwd_verify_reference(bm, err, sizeof err)))
         bench_finish(bm, "fail", 2, "harness error: the baseline is wrong: %s", err);
-    char cache_path[1400] = "";
-    if (bm->fragments && !env_is("ATTN_BENCH_REUSE_BASELINES", "0") && bm->have_reference)
-        snprintf(cache_path, sizeof cache_path, "%s/baselines/%s-d%d-%s-s%d-t%d-h%d-pci%04x%02x%02x.json",
-                 bm->fragments, attn_dtype_name(bm->dtype), bm->head_dim, bm->causal ? "causal" : "full", bm->seqlen,
-                 bm->tokens, bm->hidden, bm->prop.pciDomainID, bm->prop.pciBusID, bm->prop.pciDeviceID);
-    else if (bm->fragments && !env_is("ATTN_BENCH_REUSE_BASELINES", "0")) {
-        uint64_t lens = 1469598103934665603ull; /* FNV-1a of the sequences' lengths */
-        for (int b = 0; b < bm->nseq; b++)
-            lens = (lens ^ (uint64_t)bm->lens_q[b] << 32 ^ (uint64_t)bm->lens_k[b]) * 1099511628211ull;
-        snprintf(cache_path, sizeof cache_path, "%s/baselines/%s-%s-d%d-%s-n%d-h%d-kv%d-w%d_%d-p%d-%016llx-"
-                 "pci%04x%02x%02x.json", bm->fragments, bm->workload_name, attn_dtype_name(bm->dtype), bm->head_dim,
-                 bm->mask_name, bm->nseq, bm->heads, bm->heads_k, bm->window_left, bm->window_right, bm->page_size,
-                 (unsigned long long)lens, bm->prop.pciDomainID, bm->prop.pciBusID, bm->prop.pciDeviceID);
-    }
+    char cache_path[1400];
+    baselines_path(bm, cache_path, sizeof cache_path);
     json_t *cached = cache_path[0] ? json_load_file(cache_path, 0, NULL) : NULL;
     if (cached && reuse_baselines(bm, cached)) {
         bench_phase_done(bm, "baseline");
     } else {
-        bm->measured_by[0] = 0, bm->cudnn_lib[0] = 0, bm->cudnn_version = 0, bm->have_cudnn = 0;
-        json_decref(bm->cudnn_engine);
-        bm->cudnn_engine = NULL;
-        if (bm->have_reference && attn_measure(bm->timer, run_baseline, bm, &bm->rules, &bm->tr, err, sizeof err))
-            bench_finish(bm, "fail", 2, "timing the baseline: %s", err);
-        bench_phase_done(bm, "baseline");
-        time_cudnn(bm);
+        time_baselines(bm);
         if (cache_path[0]) store_baselines(bm, cache_path);
     }
     json_decref(cached);
 }
-

@@ -89,41 +89,27 @@ static outcome prepare_bwd(check_ctx *c, attn_bwd_problem *x, const attn_problem
     return CHECK_PASS;
 }
 
-/* (b, h, s, d) of element i of a [batch][heads][rows][dim] view */
-static void grad_where(const attn_fwd_params *v, size_t i, int *b, int *h, int *s, int *d) {
-    *d = (int)(i % v->head_dim_v), i /= v->head_dim_v;
-    *s = (int)(i % v->seqlen_q), i /= v->seqlen_q;
-    *h = (int)(i % v->heads), *b = (int)(i / v->heads);
-}
-
-/* Gradient i by the verdict rule; 0 pass, or 1 with the figures in msg. */
+/* Gradient i by the verdict rule (attn_bwd_grad_verdict); 0 pass, or 1 with the figures in msg. */
 static int judge_grad(check_ctx *c, attn_bwd_problem *x, int i, const char *what) {
     char err[1024];
     attn_fwd_params v;
     attn_match stale;
+    attn_output_verdict r;
     const char *name = attn_grad_names[i];
-    if (attn_bwd_problem_judged(x, i, &v, &stale, c->stream, err, sizeof err)) {
+    if (attn_bwd_grad_verdict(x, i, &c->tol, &v, &stale, &r, c->stream, err, sizeof err)) {
         say(c, "  %s: %s: %s\n", what, name, err);
         return 1;
     }
     int bad = 0, b, h, s, d;
     if (stale.count) {
-        grad_where(&v, stale.first, &b, &h, &s, &d);
+        attn_bwd_grad_where(&v, stale.first, &b, &h, &s, &d);
         say(c, "  %s: %s: %llu elements written with values other than 0 at rows past the sequence's used keys "
             "(seqused_k); first at (b=%d, h=%d, s=%d, d=%d)\n", what, name, stale.count, b, h, s, d);
         bad = 1;
     }
-    attn_output_stats st;
-    cudaError_t e = attn_output_stats_gpu(&v, x->g[i], x->r[i], &st, c->stream);
-    if (e != cudaSuccess) {
-        say(c, "  %s: %s: gathering the verdict's figures failed: %s\n", what, name, cudaGetErrorString(e));
-        return 1;
-    }
-    const attn_tolerance tol = attn_tolerance_for_gradients(&c->tol);
-    attn_output_verdict r;
-    attn_output_decide(&st, v.dtype, &tol, &r);
+    const attn_tolerance tol = attn_tolerance_for_gradients(&c->tol); /* the factors, for the message */
     if (r.rule == ATTN_RULE_PASS) return bad;
-    grad_where(&v, r.worst, &b, &h, &s, &d);
+    attn_bwd_grad_where(&v, r.worst, &b, &h, &s, &d);
     say(c, "  %s: %s: %s", what, name, attn_rule_name(r.rule));
     if (r.rule == ATTN_RULE_NONFINITE || r.rule == ATTN_RULE_EMPTY_ROW)
         say(c, " (%zu of %zu elements%s)", r.bad_count, x->elems[i],
