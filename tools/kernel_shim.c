@@ -22,6 +22,8 @@
  *   attn_shim_fwd(problem, stream)      the kernel's fwd on the cudaStream_t: its return value
  *   attn_shim_bwd(problem, stream)      its bwd (ATTN_SHIM_UNCHECKED before set_workspace)
  *   attn_shim_problem_free(problem)
+ *   attn_shim_cudnn_library(path, n, version, why, n) the libcudnn the cudnn kernel loads (as
+ *                                       attn_envcheck says it): 0, or 1 and why
  *
  * fwd and bwd call the kernel's entry point and nothing else, so that a timed call costs the
  * host what the harness's own call costs. The pointers are the caller's (torch tensors'
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 
 #include "attn_abi.h"
+#include "cudnn_sdpa.h"
 #include "harness.h"
 #include "problem.h"
 #include "registry.h"
@@ -132,3 +135,11 @@ SHIM_API int attn_shim_bwd(const attn_shim_problem *x, cudaStream_t stream) {
 }
 
 SHIM_API void attn_shim_problem_free(attn_shim_problem *x) { free(x); }
+
+SHIM_API int attn_shim_cudnn_library(char *path, size_t pathlen, long *version, char *why, size_t whylen) {
+    attn_cudnn_lib_info info;
+    if (attn_cudnn_library_info(&info, why, whylen)) return 1;
+    snprintf(path, pathlen, "%s", info.path[0] ? info.path : info.requested);
+    *version = info.version;
+    return 0;
+}
