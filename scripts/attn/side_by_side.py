@@ -4,7 +4,7 @@ their samples interleaved, and writes a Markdown table and a JSON of TFLOP/s and
 
     scripts/side_by_side.py [--build-dir build] [--pass fwd|bwd|fwd_bwd] [--kernels flash2,cudnn]
                             [--peers torch_flash,torch_cudnn] [--shapes FILE] [--seqlen 512,1024,...]
-                            [-k 'fp16 d128'] [--target flash2/torch_flash>=1.0@s>=1024] ...
+                            [-k 'fp16 d128'] [--target 'flash2/torch_flash>=1.0@s>=1024'] ...
 
 Why one process: on a shared GPU, times taken in separate processes moved 10-40 % between
 runs; ratios measured side by side, sample against sample, hold.
@@ -62,7 +62,6 @@ argument named) or the shim not built; 77 without PyTorch, numpy or a GPU.
 """
 import argparse
 import datetime
-import json
 import math
 import os
 import re
@@ -195,6 +194,15 @@ def pass_flops(pass_, batch, heads, s, d, causal):
     """FlashAttention's count: the forward's 4 * B * H * S^2 * D (half when causal) times the
     pass's factor (bwd 2.5, fwd_bwd 3.5)."""
     return 4.0 * batch * heads * s * s * d * (0.5 if causal else 1.0) * PASSES[pass_]
+
+
+def test_record(pass_, name, case):
+    """The JSON record of implementation `name` on a shape, before its verdict."""
+    dt, d, mask, s = case[:4]
+    b, h = dims(case)
+    return {"test": f"sidebyside/{pass_}/{name}/{dt}/d{d}/{mask}/s{s}", "shape": label(case), "kernel": name,
+            "dtype": dt, "head_dim": d, "causal": mask == "causal", "seqlen_q": s, "seqlen_k": s, "batch": b,
+            "heads": h, "flops": pass_flops(pass_, b, h, s, d, mask == "causal")}
 
 
 # ---- the table and the targets, from the JSON document (host only) ---------------------------
@@ -399,12 +407,18 @@ def reference(q, k, v, dout, causal, scale, grads, torch):
     return o, lse, (dq, dk, dv)
 
 
-def check_o(o_bhsd, ref, dt):
-    """None when max|O - O32| is within peers.O_TOLERANCE, else the reason; and the figure."""
-    err = (o_bhsd.float() - ref).abs().max().item()
-    tol = peers.O_TOLERANCE[dt]
-    what = f"max|O - O32| = {err:.3g} (<= {tol})"
-    return (None if err <= tol else f"wrong O: {what}"), what  # NaN fails
+def check_fwd(o_bhsd, ref, dt, lse=None, lse32=None):
+    """None when max|O - O32| (and max|LSE - LSE32|, when given) is within peers.O_TOLERANCE,
+    else the reason; and the figures."""
+    tol, figs, bad = peers.O_TOLERANCE[dt], [], []
+    for name, x, r in (("O", o_bhsd, ref), ("LSE", lse, lse32)):
+        if x is not None:
+            err = (x.float() - r).abs().max().item()
+            figs.append(f"max|{name} - {name}32| = {err:.3g} (<= {tol})")
+            if not err <= tol:  # NaN fails
+                bad.append(name)
+    what = ", ".join(figs)
+    return (f"wrong {', '.join(bad)}: {what}" if bad else None), what
 
 
 def check_grads(grads_bhsd, refs, dt):
@@ -439,10 +453,7 @@ class Run:
                                                    self.causal, self.scale, self.grads, torch)
 
     def test(self, name):
-        return {"test": f"sidebyside/{self.env.a.pass_}/{name}/{self.dt}/d{self.d}/{'causal' if self.causal else 'full'}"
-                        f"/s{self.s}", "shape": label(self.case), "kernel": name, "dtype": self.dt, "head_dim": self.d,
-                "causal": self.causal, "seqlen_q": self.s, "seqlen_k": self.s, "batch": self.b, "heads": self.h,
-                "flops": pass_flops(self.env.a.pass_, self.b, self.h, self.s, self.d, self.causal)}
+        return test_record(self.env.a.pass_, name, self.case)
 
     # -- our kernels --
     def kernel(self, name, kptr):
@@ -484,7 +495,7 @@ class Run:
                 return {"verdict": "error", "reason": err}
         fwd_why = lacks_fwd or self.kernel_call(shim.lib.attn_shim_fwd, h, [x["o"]])
         if not fwd_why:
-            fwd_why, t["o_check"] = check_o(x["o"].transpose(1, 2), self.o32, self.dt)
+            fwd_why, t["o_check"] = check_fwd(x["o"].transpose(1, 2), self.o32, self.dt, x["lse"], self.lse32)
         if fwd_why and pass_ != "bwd":
             return {"verdict": "not_supported" if fwd_why.startswith("not supported") else
                     "fail" if fwd_why.startswith("wrong") else "error", "reason": fwd_why}
@@ -542,7 +553,7 @@ class Run:
             torch.cuda.synchronize()
         except Exception as e:  # the backend refuses this case
             return dict(t, verdict="not_supported", reason=f"{PEERS[name]}: {str(e).splitlines()[0][:300]}"), None
-        why, t["o_check"] = check_o(out, self.o32, self.dt)
+        why, t["o_check"] = check_fwd(out, self.o32, self.dt)
         if why:
             return dict(t, verdict="fail", reason=why), None
         if not self.grads:
@@ -558,8 +569,9 @@ class Run:
         try:
             grads = fn()
             torch.cuda.synchronize()
-        except Exception as e:
-            return dict(t, verdict="not_supported", reason=f"{PEERS[name]} backward: {str(e).splitlines()[0][:300]}"), None
+        except Exception as e:  # the backend refuses this case's backward
+            why = f"{PEERS[name]} backward: {str(e).splitlines()[0][:300]}"
+            return dict(t, verdict="not_supported", reason=why), None
         why, t["grad_check"] = check_grads([g.transpose(1, 2) for g in grads], self.g32, self.dt)
         return (dict(t, verdict="fail", reason=why), None) if why else (t, fn)
 
@@ -665,7 +677,7 @@ def main(argv=None):
     try:
         import numpy as np
         import torch
-        from torch.nn.attention import sdpa_kernel  # noqa: F401  (PyTorch >= 2.3)
+        from torch.nn.attention import sdpa_kernel  # noqa: F401  (PyTorch >= 2.3: exit 77 before)
     except ImportError as e:
         print(f"SKIPPED: PyTorch or numpy not found ({e})")
         return SKIP
@@ -679,7 +691,13 @@ def main(argv=None):
     tests = []
     with torch.cuda.stream(torch.cuda.Stream()):
         for case in cases:
-            tests += time_shape(env, case)
+            try:
+                tests += time_shape(env, case)
+            except RuntimeError as e:  # a CUDA error or out of memory: this shape's, reported
+                env.release()
+                why = str(e).splitlines()[0][:300]
+                print(f"{label(case)}: error: {why}", flush=True)
+                tests += [dict(test_record(a.pass_, n, case), verdict="error", reason=why) for n in a.kernels + a.peers]
             torch.cuda.empty_cache()  # the next shape's sizes differ
     now, doc = run_doc(env, shapes_path, cases, tests)
     doc["targets"] = judge_targets(doc, a.target)

@@ -79,8 +79,8 @@ class Matrix(unittest.TestCase):
         picked = sbs.selected(cases, "bf16 d128 causal")
         self.assertEqual([sbs.label(c) for c in picked][-1], "bf16 d128 causal s16384")
         self.assertEqual(len(picked), 6)
-        self.assertEqual(sbs.selected(cases, "fp16 s1024$ full"), [c for c in cases if c[0] == "fp16" and c[2] == "full"
-                                                                  and c[3] == 1024])
+        fp16_full_1024 = [c for c in cases if c[0] == "fp16" and c[2] == "full" and c[3] == 1024]
+        self.assertEqual(sbs.selected(cases, "fp16 s1024$ full"), fp16_full_1024)
         self.assertEqual(sbs.with_seqlens(cases[:1], None), cases[:1])
 
     def test_default_shapes(self):
@@ -128,7 +128,8 @@ def document():
                                  "side_by_side": {"pass": "bwd", "kernels": ["flash2", "cudnn"],
                                                   "peers": ["torch_flash", "torch_cudnn"], "shapes": shapes,
                                                   "hold": True, "cudnn_library_torch": "/x/libcudnn.so.9",
-                                                  "cudnn_library_ours": "/x/libcudnn.so.9", "cudnn_version_ours": 91000}},
+                                                  "cudnn_library_ours": "/x/libcudnn.so.9",
+                                                  "cudnn_version_ours": 91000}},
             "tests": tests}
 
 
@@ -269,7 +270,7 @@ class ShimApi(unittest.TestCase):
     def problem(self, name, dims8, ptrs=None, strides=None):
         k, err = self.shim.find(name, None)
         self.assertTrue(k, err)
-        b, s, h, d = dims8[1], dims8[4], dims8[2], dims8[6]
+        s, h, d = dims8[4], dims8[2], dims8[6]
         ptrs = ptrs or [(1 << 40) + (i << 32) for i in range(9)]
         return self.shim.problem(k, dims8, d ** -0.5, ptrs, strides or [s * h * d, d, h * d] * 8, 0)
 
