@@ -123,6 +123,22 @@ def nvml_clock():
         return None
 
 
+def torch_on_gpu():
+    """(numpy, torch) when both import (with torch.nn.attention's backends) and PyTorch sees a
+    CUDA GPU; else None, the SKIPPED line printed (the caller exits 77)."""
+    try:
+        import numpy as np
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: F401  (PyTorch >= 2.3)
+    except ImportError as e:
+        print(f"SKIPPED: PyTorch not found ({e})")
+        return None
+    if not torch.cuda.is_available():
+        print("SKIPPED: PyTorch sees no CUDA GPU")
+        return None
+    return np, torch
+
+
 def run_commit():
     """The commit a run records: $ATTN_COMMIT, else the tree's short HEAD, else "unknown"."""
     return os.environ.get("ATTN_COMMIT") or subprocess.run(
@@ -151,17 +167,12 @@ def main():
     ap.add_argument("-k", default="", help="only tests whose name matches this regular expression")
     a = ap.parse_args()
     cases = read_shapes(a.shapes, PROG, a.shapes_tool, a.build_dir)
-    try:
-        import numpy as np
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print(f"SKIPPED: PyTorch not found ({e})")
+    have = torch_on_gpu()
+    if not have:
         return SKIP
-    if not torch.cuda.is_available():
-        print("SKIPPED: PyTorch sees no CUDA GPU")
-        return SKIP
+    np, torch = have
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     props = torch.cuda.get_device_properties(0)
     slug, peaks = peaks_for(props.name)
     flush = torch.empty(2 * getattr(props, "L2_cache_size", 64 << 20), dtype=torch.uint8, device="cuda")

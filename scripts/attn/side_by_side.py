@@ -30,7 +30,8 @@ What is timed (--pass):
            does not take the shape or fails its check), its workspace allocated once before.
            Torch: FlashAttention's benchmark_backward: one forward, then
            torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) per sample, dout laid out
-           as out. That includes the backend's backward kernels (FlashAttention-2: the dO.O row
+           as out (q, k, v: the BSHD tensors whose (B, H, S, D) views torch gets; the views'
+           backward is a view again, no copy). That includes the backend's backward kernels (FlashAttention-2: the dO.O row
            sums, the dQ/dK/dV kernel, dQ's fp32 accumulator converted; cuDNN: its backward graph),
            the autograd engine's dispatch and the gradients' allocation (the caching allocator);
            not the forward.
@@ -282,7 +283,7 @@ def write_outputs(doc, md, results_dir, slug, stem, out=None):
     text = store.dumps(store.compact(doc))
     if out:
         for ext, body in (("json", text), ("md", md)):
-            with open(f"{out}.{ext}.tmp", "w") as f:
+            with open(f"{out}.{ext}.tmp", "w", encoding="utf-8") as f:
                 f.write(body)
         os.replace(f"{out}.json.tmp", f"{out}.json")
         os.replace(f"{out}.md.tmp", f"{out}.md")
@@ -291,7 +292,7 @@ def write_outputs(doc, md, results_dir, slug, stem, out=None):
     os.makedirs(outdir, exist_ok=True)
     tmp = {ext: os.path.join(outdir, f".{stem}.{ext}.tmp.{os.getpid()}") for ext in ("json", "md")}
     for ext, body in (("json", text), ("md", md)):
-        with open(tmp[ext], "w") as f:
+        with open(tmp[ext], "w", encoding="utf-8") as f:
             f.write(body)
     try:
         for i in range(1, 1000):
@@ -493,7 +494,7 @@ class Run:
             err = shim.set_workspace(h, x["ws"].data_ptr() if nbytes else None, nbytes)
             if err:
                 return {"verdict": "error", "reason": err}
-        fwd_why = lacks_fwd or self.kernel_call(shim.lib.attn_shim_fwd, h, [x["o"]])
+        fwd_why = lacks_fwd or self.kernel_call(shim.lib.attn_shim_fwd, h, [x["o"], x["lse"]])
         if not fwd_why:
             fwd_why, t["o_check"] = check_fwd(x["o"].transpose(1, 2), self.o32, self.dt, x["lse"], self.lse32)
         if fwd_why and pass_ != "bwd":
@@ -674,16 +675,10 @@ def main(argv=None):
     if not cases:
         print(f"{PROG}: -k: no shape of {shapes_path} matches '{a.k}'", file=sys.stderr)
         return BAD_ARGS
-    try:
-        import numpy as np
-        import torch
-        from torch.nn.attention import sdpa_kernel  # noqa: F401  (PyTorch >= 2.3: exit 77 before)
-    except ImportError as e:
-        print(f"SKIPPED: PyTorch or numpy not found ({e})")
+    have = peers.torch_on_gpu()
+    if not have:
         return SKIP
-    if not torch.cuda.is_available():
-        print("SKIPPED: PyTorch sees no CUDA GPU")
-        return SKIP
+    np, torch = have
     torch.backends.cuda.matmul.allow_tf32 = False  # the float32 reference
     torch.cuda.init()  # torch's CUDA runtime and libraries first; the shim's cuDNN is then PyTorch's
     shim, kernels = load_kernels(a) if a.kernels else (None, {})

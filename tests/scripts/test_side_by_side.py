@@ -210,7 +210,7 @@ class NoTorch(unittest.TestCase):
                 else:
                     sys.modules[m] = v
         self.assertEqual(rc, 77)
-        self.assertIn("SKIPPED", out.getvalue())
+        self.assertIn("SKIPPED: PyTorch not found", out.getvalue())
 
     def test_no_shape_matches(self):
         err = io.StringIO()
