@@ -31,9 +31,10 @@ What is timed (--pass):
            Torch: FlashAttention's benchmark_backward: one forward, then
            torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) per sample, dout laid out
            as out (q, k, v: the BSHD tensors whose (B, H, S, D) views torch gets; the views'
-           backward is a view again, no copy). That includes the backend's backward kernels (FlashAttention-2: the dO.O row
-           sums, the dQ/dK/dV kernel, dQ's fp32 accumulator converted; cuDNN: its backward graph),
-           the autograd engine's dispatch and the gradients' allocation (the caching allocator);
+           backward is a view again, no copy). That includes the backend's backward kernels
+           (FlashAttention-2: the dO.O row sums, the dQ/dK/dV kernel, dQ's fp32 accumulator
+           converted; cuDNN: its backward graph), the autograd engine's dispatch and the
+           gradients' allocation (the caching allocator);
            not the forward.
   fwd_bwd  both in one sample (ours: fwd then bwd; torch: the forward, then autograd.grad).
 
