@@ -34,8 +34,7 @@ What is timed (--pass):
            backward is a view again, no copy). That includes the backend's backward kernels
            (FlashAttention-2: the dO.O row sums, the dQ/dK/dV kernel, dQ's fp32 accumulator
            converted; cuDNN: its backward graph), the autograd engine's dispatch and the
-           gradients' allocation (the caching allocator);
-           not the forward.
+           gradients' allocation (the caching allocator); not the forward.
   fwd_bwd  both in one sample (ours: fwd then bwd; torch: the forward, then autograd.grad).
 
 Before timing, every implementation's output is checked against a float32 computation
