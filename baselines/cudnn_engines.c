@@ -113,10 +113,18 @@ static int build_candidate(builder *b, builder *hb, void *cfg, const char *what,
     attn_cudnn_plan *pl = b->pl;
     int pmark = pl->n_descs;
     void *plan = sdpa_mk(hb, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what);
-    if (!plan ||
-        SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle) ||
-        SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) ||
-        sdpa_fin(hb, plan, what)) {
+    const double t0 = sdpa_now_s();
+    int failed = !plan ||
+                 SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle) ||
+                 SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) ||
+                 (b->dynamic && SA(hb, plan, what, CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->kcache));
+    if (!failed) { /* where cuDNN generates the kernel and the driver compiles it */
+        failed = sdpa_fin(hb, plan, what);
+        pl->finalizes++;
+    }
+    pl->finalize_s += sdpa_now_s() - t0;
+    if (failed) {
         keep_first(lg);
         sdpa_rollback(pl, pmark);
         return 1;
@@ -160,7 +168,7 @@ static int search_done(const attn_cudnn_plan *pl) {
 /* One heuristics mode on the finalized operation graph g: its configs not seen before are
  * built into candidates (pl->cands). 0 (whatever it found), or -1 to stop the search (reason
  * in b->why). A mode that yields no candidate leaves no descriptor behind. */
-static int collect_mode(builder *b, void *g, int mode, const char *mode_name, heur_log *lg, seen_tags *seen) {
+static int collect_configs(builder *b, void *g, int mode, const char *mode_name, heur_log *lg, seen_tags *seen) {
     attn_cudnn_plan *pl = b->pl;
     int mark = pl->n_descs, before = pl->n_cands, fresh = 0;
     /* failures inside a mode are not final (the next config or mode may work): they go to
@@ -198,6 +206,15 @@ static int collect_mode(builder *b, void *g, int mode, const char *mode_name, he
     return 0;
 }
 
+/* collect_configs, its time (less the execution plans' finalize) counted as the heuristics' */
+static int collect_mode(builder *b, void *g, int mode, const char *mode_name, heur_log *lg, seen_tags *seen) {
+    attn_cudnn_plan *pl = b->pl;
+    const double t0 = sdpa_now_s(), fin0 = pl->finalize_s;
+    int rc = collect_configs(b, g, mode, mode_name, lg, seen);
+    pl->heur_s += sdpa_now_s() - t0 - (pl->finalize_s - fin0); /* the rest is build_candidate's */
+    return rc;
+}
+
 /* Operation graph, then heuristics: modes A, B and FALLBACK when tuning (every distinct
  * config that builds becomes a candidate, up to max_configs tried), else A then FALLBACK
  * until one config builds. Sets pl->exec_plan (the first candidate: the heuristics' first
@@ -209,11 +226,17 @@ int sdpa_make_plan(builder *b, void **ops, int n_ops) {
         b->n_ops = n_ops;
         return 0;
     }
+    const bool dynamic = true;
     void *g = sdpa_mk(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     if (!g || SA(b, g, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->handle) ||
         SA(b, g, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops) ||
-        sdpa_fin(b, g, "operation graph"))
+        (b->dynamic && SA(b, g, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED,
+                          CUDNN_TYPE_BOOLEAN, 1, &dynamic)))
         return -1;
+    const double t0 = sdpa_now_s();
+    int failed = sdpa_fin(b, g, "operation graph");
+    pl->opgraph_s += sdpa_now_s() - t0;
+    if (failed || (b->dynamic && sdpa_kcache_bind(b, g))) return -1;
 
     static const int tuned_modes[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
     static const int first_modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};

@@ -241,6 +241,8 @@ int attn_cudnn_library_info(attn_cudnn_lib_info *out, char *why, size_t whylen) 
 void attn_cudnn_close(attn_cudnn *c) {
     if (!c) return;
     if (c->aux) cudaLibraryUnload(c->aux);
+    if (c->kcache) c->f.DestroyDescriptor(c->kcache); /* before the graph it was made from */
+    if (c->kcache_graph) c->f.DestroyDescriptor(c->kcache_graph);
     if (c->handle) c->f.Destroy(c->handle);
     if (c->lib) dlclose(c->lib);
     free(c);

@@ -65,21 +65,12 @@ int sdpa_plan_zero_fill(attn_cudnn_plan *pl, int64_t B, int64_t H, int64_t D, in
     return 0;
 }
 
-/* One attempt: builds the graph form into pl; on failure undoes it and leaves the reason
- * in why. */
+/* One attempt: builds the graph form into pl (a dynamic-shape graph on the kernel cache
+ * first, when the plan asks for it); on failure undoes it and leaves the reason in why. */
 static int attempt(attn_cudnn *c, attn_cudnn_plan *pl, const problem *pr, int sdpa_op, bool stats_out,
                    char *why, size_t whylen) {
-    builder b = {c, pl, why, whylen, 100, 0, 0};
-    int mark = pl->n_descs;
-    pl->n_uids = 0;
-    int rc = sdpa_op ? sdpa_graph_op(&b, pr, stats_out) : sdpa_graph_composite(&b, pr, stats_out);
-    if (rc) {
-        sdpa_rollback(pl, mark);
-        pl->n_uids = 0;
-        pl->exec_plan = NULL;
-        pl->n_cands = 0;
-    }
-    return rc;
+    builder b = {c, pl, why, whylen, 100, 0, 0, 0};
+    return sdpa_build_graph(&b, pr, sdpa_op ? FORM_SDPA_OP : FORM_COMPOSITE, stats_out);
 }
 
 static void append(char *buf, size_t len, const char *fmt, ...) {
@@ -432,7 +423,7 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, const prob
 
 attn_cudnn_plan_opts attn_cudnn_plan_opts_default(void) {
     attn_cudnn_plan_opts o = {.tune = -1, .max_configs = 0, .tune_runs = 0, .want_lse = 0, .graph = NULL,
-                              .sq_gt_sk = NULL, .external_workspace = 0};
+                              .sq_gt_sk = NULL, .external_workspace = 0, .kernel_cache = 0};
     return o;
 }
 
@@ -461,7 +452,16 @@ int sdpa_resolve_opts(const attn_cudnn_plan_opts *in, attn_cudnn_plan_opts *o, c
         return -1;
     if (o->max_configs > MAX_CANDIDATES) o->max_configs = MAX_CANDIDATES;
     if (o->tune_runs <= 0 && env_int("ATTN_CUDNN_TUNE_RUNS", 0, 0, 1000, &o->tune_runs, why, whylen)) return -1;
+    if (o->kernel_cache < 0) o->kernel_cache = !o->tune; /* a plan is wanted, not the fastest */
+    o->kernel_cache = o->kernel_cache != 0;
     return 0;
+}
+
+int attn_cudnn_kernel_cache_env(int *value, char *why, size_t whylen) {
+    const char *v = getenv("ATTN_CUDNN_KERNEL_CACHE");
+    *value = -1;
+    if (!v || !*v) return 0;
+    return env_int("ATTN_CUDNN_KERNEL_CACHE", -1, 0, 1, value, why, whylen);
 }
 
 /* Checks the arguments of a create call; 0, or -1 with why. */
@@ -524,6 +524,7 @@ static int build_plan(attn_cudnn *c, const attn_fwd_params *p, const attn_cudnn_
     gs.pl->tune = o->tune;
     gs.pl->max_configs = o->max_configs;
     gs.pl->want_lse = o->want_lse;
+    gs.pl->kc_want = o->kernel_cache;
 
     try_sdpa_op(&gs);
     try_composite(&gs);
@@ -628,4 +629,11 @@ void attn_cudnn_plan_get_info(const attn_cudnn_plan *pl, attn_cudnn_plan_info *o
     out->tune_s = pl->tune_s;
     out->workspace_bytes = (long long)(pl->bwd ? attn_cudnn_bwd_plan_workspace(pl) : (size_t)pl->workspace_size);
     snprintf(out->heuristics, sizeof out->heuristics, "%s", pl->heuristics);
+    out->opgraph_s = pl->opgraph_s;
+    out->heuristics_s = pl->heur_s;
+    out->finalize_s = pl->finalize_s;
+    out->finalizes = pl->finalizes;
+    out->kernel_cache = pl->kc_used;
+    snprintf(out->kernel_cache_note, sizeof out->kernel_cache_note, "%s", pl->kc_note[0] ? pl->kc_note : "off");
+    out->kernel_cache_fail_s = pl->kc_fail_s;
 }

@@ -172,6 +172,7 @@ static attn_cudnn_plan *new_bwd_plan(attn_cudnn *c, const attn_bwd_params *p, co
     pl->bshape.fwd = &pl->shape;
     pl->bshape.dout = pl->bshape.dq = pl->bshape.dk = pl->bshape.dv = pl->bshape.workspace = NULL;
     pl->tune = o->tune, pl->max_configs = o->max_configs, pl->tune_runs = o->tune_runs;
+    pl->kc_want = o->kernel_cache;
     pl->cut = slice(pr);
     workaround_padding(c, pr);
     pl->stats_mode = pl->cut ? STATS_COPY
@@ -193,7 +194,7 @@ int sdpa_bwd_graph_check(attn_cudnn *c, const attn_bwd_params *p, int *n_ops, in
         put(why, whylen, "out of host memory");
         return -1;
     }
-    builder b = {c, pl, why, whylen, 100, 1, 0};
+    builder b = {c, pl, why, whylen, 100, 1, 0, 0};
     int rc = sdpa_graph_bwd(&b, &pr);
     *n_ops = b.n_ops;
     *n_uids = pl->n_uids;
@@ -218,8 +219,8 @@ static int build(attn_cudnn *c, const attn_bwd_params *p, const attn_cudnn_plan_
         return -1;
     }
     char msg[4096];
-    builder b = {c, pl, msg, sizeof msg, 100, 0, 0};
-    if (sdpa_graph_bwd(&b, &pr)) {
+    builder b = {c, pl, msg, sizeof msg, 100, 0, 0, 0};
+    if (sdpa_build_graph(&b, &pr, FORM_BWD, false)) {
         put(why, whylen, "composite backward graph: %s", msg);
         attn_cudnn_plan_destroy(pl);
         return ATTN_UNSUPPORTED;

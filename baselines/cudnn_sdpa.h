@@ -20,7 +20,15 @@
  * is run on the caller's buffers (one warm-up, then three rounds of back-to-back runs
  * between CUDA events) and the fastest per run is kept. attn_cudnn_plan_get_info names the
  * chosen engine ("eng<global index>_k<knob type>=<value>...", cudnn-frontend's plan tag)
- * and counts the configs tried, built and timed.
+ * and counts the configs tried, built and timed, and where the build's time went (the
+ * operation graph's finalize, the heuristics, the execution plans' finalize).
+ *
+ * Kernel cache (attn_cudnn_plan_opts.kernel_cache, off by default; cuDNN >= 9.5): the graph
+ * is built as a dynamic-shape graph whose execution plans share the handle's kernel cache, so
+ * a plan of a topology the handle has compiled before skips the compile; the single SDPA
+ * operation never, and a graph cuDNN refuses so falls back to the static graph
+ * (attn_cudnn_plan_get_info says which, and why). For plans where one is wanted rather than
+ * the fastest (the cudnn kernel's untuned plans); a dynamic plan may run another kernel.
  *
  * Two graph forms:
  *   "sdpa_fwd op"      the single CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR operation
@@ -167,10 +175,22 @@ typedef struct {
     int external_workspace; /* backward plans: 1 the plan allocates no workspace (every run
                                passes p->workspace) and tuning waits for
                                attn_cudnn_bwd_plan_tune; 0 the plan owns one */
+    int kernel_cache;    /* 0 (default): static graphs, one compiled kernel per problem (the
+                            benchmarks' baseline); 1: a dynamic-shape graph whose execution
+                            plans share the handle's kernel cache, so that a problem of the
+                            same topology (other sizes, strides) reuses the kernel compiled for
+                            the first, where cuDNN takes it (else the static graph, silently:
+                            attn_cudnn_plan_info says which and why); -1: 1 when the plan is
+                            not tuned, else 0 (the cudnn kernel's default) */
 } attn_cudnn_plan_opts;
 
 /* opts with every field "from the environment / default" (tune -1, the rest 0/NULL) */
 attn_cudnn_plan_opts attn_cudnn_plan_opts_default(void);
+
+/* $ATTN_CUDNN_KERNEL_CACHE (0 or 1) for opts.kernel_cache: *value 0 or 1 as set, -1 when
+ * unset or empty (the baseline itself never reads it; the cudnn kernel does). 0, or -1 with
+ * why naming the variable when it is something else. */
+int attn_cudnn_kernel_cache_env(int *value, char *why, size_t whylen);
 
 /* As attn_cudnn_plan_create, with options (opts NULL: attn_cudnn_plan_opts_default()).
  * When tuning, the candidates run on p's buffers (p->q, k, v read; p->o, and p->lse with
@@ -199,6 +219,14 @@ typedef struct {
     char heuristics[256];   /* per mode, how many configs it proposed (and how many of them
                                were new), e.g. "heuristics mode A: 3 configs, heuristics mode
                                B: 3 configs (0 new), heuristics mode FALLBACK: 2 configs (1 new)" */
+    /* where build_s went, every graph form attempted summed: the operation graphs' finalize,
+     * the heuristics queries, the execution plans' finalize (code generation, the driver's
+     * JIT; a kernel cache hit skips both), and how many execution plans were finalized */
+    double opgraph_s, heuristics_s, finalize_s;
+    int finalizes;
+    int kernel_cache;          /* 1: the plan is a dynamic-shape graph on the kernel cache */
+    char kernel_cache_note[256]; /* "used", or why not ("off", "refused by cuDNN: ...") */
+    double kernel_cache_fail_s; /* seconds spent on dynamic attempts cuDNN refused */
 } attn_cudnn_plan_info;
 
 void attn_cudnn_plan_get_info(const attn_cudnn_plan *plan, attn_cudnn_plan_info *out);

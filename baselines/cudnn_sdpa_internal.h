@@ -12,7 +12,9 @@
  *   cudnn_plan_bwd.c  backward plans: refusals, the workspace, creation, tuning
  *   cudnn_run.c       running a plan: problem check, pointer binding, the variant pack kept
  *   cudnn_run_bwd.c   running a backward plan
- *   cudnn_aux.c       the helper kernels (PTX) and their launches */
+ *   cudnn_aux.c       the helper kernels (PTX) and their launches
+ *   cudnn_kcache.c    dynamic-shape graphs and the handle's kernel cache, with the fallback
+ *                     to the static graph */
 #ifndef ATTN_CUDNN_SDPA_INTERNAL_H
 #define ATTN_CUDNN_SDPA_INTERNAL_H
 
@@ -96,6 +98,7 @@ enum { /* cudnnBackendDescriptorType_t */
     CUDNN_BACKEND_REDUCTION_DESCRIPTOR = 21,
     CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR = 22,
     CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR = 31,
+    CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR = 34,
     CUDNN_BACKEND_OPERATION_PAGED_CACHE_LOAD_DESCRIPTOR = 35,
     CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR = 41,
 };
@@ -112,6 +115,7 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_EXECUTION_PLAN_HANDLE = 400,
     CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG = 401,
     CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE = 402,
+    CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE = 406,
     CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE = 600,
     CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE = 601,
     CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR = 750,
@@ -123,6 +127,7 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_OPERATION_POINTWISE_TDESC = 758,
     CUDNN_ATTR_OPERATIONGRAPH_HANDLE = 800,
     CUDNN_ATTR_OPERATIONGRAPH_OPS = 801,
+    CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED = 803,
     CUDNN_ATTR_ENGINE_GLOBAL_INDEX = 1301,
     CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT = 900,
     CUDNN_ATTR_TENSOR_DATA_TYPE = 901,
@@ -154,6 +159,7 @@ enum { /* cudnnBackendAttributeName_t */
     CUDNN_ATTR_OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC = 1953,
     CUDNN_ATTR_OPERATION_RESHAPE_XDESC = 2200,
     CUDNN_ATTR_OPERATION_RESHAPE_YDESC = 2201,
+    CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH = 2400,
     CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC = 2800,
     CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC = 2801,
     CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC = 2802,
@@ -164,6 +170,10 @@ enum { /* cudnnBackendAttributeName_t */
 
 /* cudnn-frontend builds the single SDPA_FWD operation from this backend version on. */
 #define SDPA_OP_MIN_VERSION 91301L
+/* Dynamic-shape operation graphs and the kernel cache: the descriptor came in 9.4, binding it
+ * to an operation graph (CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH) in 9.5; cudnn-frontend's
+ * kernel cache test needs 9.5. */
+#define KCACHE_MIN_VERSION 90500L
 
 /* ---- library ---------------------------------------------------------------------- */
 
@@ -194,6 +204,11 @@ struct attn_cudnn {
     /* the helper kernels (cudnn_aux.c), loaded by the first plan that needs them */
     cudaLibrary_t aux;
     cudaKernel_t k_lens, k_fix, k_bwd_stats, k_kv_fix;
+    /* the kernel cache of dynamic-shape plans (cudnn_kcache.c), made by the first plan that
+     * uses one, from that plan's operation graph, which is kept here with it; kcache_why: why
+     * it could not be made (then no later plan tries) */
+    void *kcache, *kcache_graph;
+    char kcache_why[512];
 };
 
 /* ---- plan ------------------------------------------------------------------------- */
@@ -292,6 +307,18 @@ struct attn_cudnn_plan {
     double best_ms, first_ms, build_s, tune_s;
     char heuristics[256];
 
+    /* where build_s went (wall seconds, every graph attempt and candidate summed): the
+     * operation graphs' finalize, the heuristics queries (configs listed and tagged), the
+     * execution plans' finalize (cuDNN's code generation and the driver's JIT), and how many
+     * execution plans were finalized (built or refused) */
+    double opgraph_s, heur_s, finalize_s;
+    int finalizes;
+    /* the kernel cache (cudnn_kcache.c): asked for (opts.kernel_cache resolved), used by the
+     * graph kept, why not (or "used"), and the seconds the refused dynamic attempts cost */
+    int kc_want, kc_used;
+    char kc_note[256];
+    double kc_fail_s;
+
     /* the backward (cudnn_plan_bwd.c): workspace = [fp32 dQ accumulator][dO.O row sums]
      * [cuDNN's workspace_size bytes], each part 256-byte aligned; pl->workspace points at
      * cuDNN's part of the current run's (the caller's, or own_ws) */
@@ -370,6 +397,8 @@ typedef struct {
     int ops_only;     /* sdpa_make_plan stops before the operation graph (which needs a
                          handle, so a GPU): the host test of the descriptors */
     int n_ops;        /* ops_only: the operations the graph has */
+    int dynamic;      /* a dynamic-shape operation graph whose execution plans use the
+                         handle's kernel cache (sdpa_build_graph) */
 } builder;
 
 /* Destroys the plan's descriptors created after the first `mark`. */
@@ -433,6 +462,23 @@ int sdpa_graph_bwd(builder *b, const problem *pr);
 int sdpa_bwd_graph_check(attn_cudnn *c, const attn_bwd_params *p, int *n_ops, int *n_uids, char *why,
                          size_t whylen);
 int sdpa_make_plan(builder *b, void **ops, int n_ops);
+
+/* ---- dynamic shapes and the kernel cache (cudnn_kcache.c) ------------------------------ */
+
+enum { FORM_SDPA_OP, FORM_COMPOSITE, FORM_BWD }; /* sdpa_graph_op, _composite, _bwd */
+/* NULL when a graph of this form is tried as a dynamic-shape graph with the handle's kernel
+ * cache (want: the plan's option), else why not: the option off, cuDNN < 9.5, the single SDPA
+ * operation (cudnn-frontend: no dynamic shapes for it), or the cache could not be made. */
+const char *sdpa_kc_skip(const attn_cudnn *c, int want, int form);
+/* The graph of `form` built into b->pl up to its execution plan candidates: first as a
+ * dynamic-shape graph with the kernel cache (unless sdpa_kc_skip says why not), then, when
+ * that is not wanted or cuDNN refuses it, as today's static graph. Sets pl->kc_used and
+ * pl->kc_note. 0, or -1 with the static attempt's reason in b->why (the plan rolled back to
+ * where it was). stats_out: forward forms only. */
+int sdpa_build_graph(builder *b, const problem *pr, int form, bool stats_out);
+/* sdpa_make_plan's: the finalized operation graph g bound to the handle's kernel cache (made
+ * from g when there is none yet). 0, or -1 with why in b->why. */
+int sdpa_kcache_bind(builder *b, void *g);
 /* One run of the plan being tuned on the tuning's buffers: 0, or non-zero with why. */
 typedef int (*sdpa_run_fn)(void *ctx, attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen);
 int sdpa_tune_plan(attn_cudnn_plan *pl, sdpa_run_fn run, void *ctx, cudaStream_t stream, int runs, char *why,

@@ -7,6 +7,11 @@
 #   git bisect run /tmp/bisect.sh correctness [ctest filters...]     e.g. -R 'simple/bf16'
 #   git bisect run /tmp/bisect.sh perf <benchmark test name> --baseline <results.json> [--slower 1.1]
 #
+# perf takes any benchmark by its name, the backward's too: benchmark/bwd/<kernel>/<dtype>/d<D>/
+# <mask>/s<S> (or benchmark/fwd_bwd/...) bisects a backward regression against the baseline's
+# record of that same test, which must be the backward's ("pass": "bwd"; a record without a
+# pass is a forward's), and only a result of that pass counts.
+#
 # Only GPU tests count: fixtures (benchmark/prepare, benchmark/collect) and host-only tests
 # (label unit) pass without a GPU and say nothing about the kernels.
 # correctness: 1 when a selected GPU test fails, 0 when none fails and at least one passed.
@@ -16,7 +21,8 @@
 #   select no GPU test at this commit, or no selected GPU test ran (all skipped: no GPU?).
 # 129 (abort) with one line on a bad argument: an unknown mode or option, an option without
 #   its value, a filter that is not a regular expression, --slower not a number above 0, a
-#   baseline that is not a readable results file or has no timing for the test.
+#   baseline that is not a readable results file, has no timing for the test, or records it
+#   under another pass than its name says.
 # ATTN_BISECT_BUILD sets the build directory (default <repo>/build-bisect).
 set -uo pipefail
 self=${BASH_SOURCE[0]}
@@ -55,9 +61,20 @@ check_filters() {
   done
 }
 
+# A benchmark's pass by its name and a record's by its "pass" (absent: fwd), as
+# scripts/attn/schema.py says; spelled out here because a copy of this script judges old
+# commits, whose tree may have no such module.
+pass_py=$(cat <<'PY'
+def name_pass(name):
+    parts = name.split("/")
+    return parts[1] if len(parts) == 7 and parts[1] in ("bwd", "fwd_bwd") else "fwd"
+def record_pass(t):
+    return t.get("pass") or "fwd"
+PY
+)
+
 # The baseline's median for test $1 (stdout), or one line and 129.
-baseline_median() {
-  python3 - "$baseline" "$1" "$slower" <<'PY'
+baseline_py=$(cat <<'PY'
 import gzip, json, math, sys, zlib
 path, name, factor = sys.argv[1:4]
 def fail(msg):
@@ -82,6 +99,8 @@ def main():
     base = next((t for t in tests if isinstance(t, dict) and t.get("test") == name), None)
     if base is None:
         fail(f"--baseline {path} has no test {name}")
+    if record_pass(base) != name_pass(name):
+        fail(f"--baseline {path}: {name} is recorded as a {record_pass(base)} benchmark, its name says {name_pass(name)}")
     try:
         median = float(base["kernel_timing"]["median_ms"])
     except (KeyError, TypeError, ValueError):
@@ -96,6 +115,10 @@ except SystemExit:
 except Exception as e:
     fail(f"--baseline {path}: {type(e).__name__}: {e}")
 PY
+)
+baseline_median() {
+  python3 -c "$pass_py
+$baseline_py" "$baseline" "$1" "$slower"
 }
 
 # Arguments first: a bad one aborts before anything is built.
@@ -207,7 +230,7 @@ fragment="$build/benchmark-fragments/$(echo "$name" | tr / .).json"
 rm -f "$fragment"
 # -FC: no collect step, so a bisect leaves no results files behind
 ctest --test-dir "$build" -R "$regex" -FC bench_run >"$build/bisect-ctest.log" 2>&1
-python3 - "$fragment" "$name" "$base_ms" "$slower" "$(commit)" <<'PY'
+verdict_py=$(cat <<'PY'
 import json, math, sys
 fragment, name, base_ms, factor, commit = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 def say(msg, verdict, rc):
@@ -221,6 +244,9 @@ def main():
         say("left no result (not run: no GPU?)", "skip", 125)
     except ValueError as e:
         say(f"its result {fragment} is not JSON ({e})", "skip", 125)
+    if isinstance(new, dict) and record_pass(new) != name_pass(name):
+        say(f"its result {fragment} is a {record_pass(new)} benchmark's, the name says {name_pass(name)}",
+            "skip", 125)
     t = new.get("kernel_timing") if isinstance(new, dict) else None
     if not isinstance(t, dict):
         say(f"no timing ({new.get('verdict') if isinstance(new, dict) else new}: "
@@ -242,5 +268,8 @@ except SystemExit:
 except Exception as e:
     say(f"{type(e).__name__}: {e}", "skip", 125)
 PY
+)
+python3 -c "$pass_py
+$verdict_py" "$fragment" "$name" "$base_ms" "$slower" "$(commit)"
 rc=$?
 case $rc in 0|1|125) exit $rc ;; *) abort "the timing comparison failed (exit $rc)" ;; esac

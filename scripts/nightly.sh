@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The nightly GPU job: configure, build, run the correctness suite (with the features'
-# full cross product and the long sequences), then the benchmarks,
-# compare with the previous results of this GPU, write the report.
-#   scripts/nightly.sh [ctest filters for the benchmarks, e.g. -L simple]
+# full cross product and the long sequences), then the benchmarks (label benchmark: the
+# forward's and the backward's, whose tests also carry the label benchmark_bwd), compare with
+# the previous results of this GPU, write the report (a table per pass: forward, backward,
+# forward + backward; the peer tables too).
+#   scripts/nightly.sh [ctest filters for the benchmarks, e.g. -L simple, or -LE benchmark_bwd
+#                       for the forward's alone]
 # Raw output (CI artifacts, never committed), under $ATTN_ARTIFACTS (default <build>/artifacts):
 #   correctness.junit.xml, correctness.log, fuzz.log, benchmark.junit.xml, benchmark.log,
 #   <date>-<commit>.full.json (the collector's whole document), report/ (report.md and plots)
@@ -44,7 +47,7 @@ echo "== fuzz: ${ATTN_FUZZ_RUNS:-1000000} executions per parser (scripts/fuzz.sh
 "$ATTN_ROOT/scripts/fuzz.sh" --build "$build" --runs "${ATTN_FUZZ_RUNS:-1000000}" --jobs "${ATTN_JOBS_TESTS:-8}" \
   2>&1 | tee "$art/fuzz.log"
 fuzz=${PIPESTATUS[0]}
-echo "== benchmarks"
+echo "== benchmarks (forward and backward: label benchmark)"
 ctest --test-dir "$build" -L benchmark --output-junit "$art/benchmark.junit.xml" "$@" \
       >"$art/benchmark.log" 2>&1
 bench=$?

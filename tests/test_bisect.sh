@@ -21,27 +21,33 @@ add_custom_target(syntax ALL COMMAND sh -n ${CMAKE_SOURCE_DIR}/check.sh)
 set(fragments ${CMAKE_BINARY_DIR}/benchmark-fragments)
 add_test(NAME correctness/check COMMAND sh ${CMAKE_SOURCE_DIR}/check.sh)
 add_test(NAME benchmark/prepare COMMAND ${CMAKE_COMMAND} -E make_directory ${fragments})
-add_test(NAME benchmark/k COMMAND sh ${CMAKE_SOURCE_DIR}/bench.sh ${fragments}/benchmark.k.json)
+add_test(NAME benchmark/k COMMAND sh ${CMAKE_SOURCE_DIR}/bench.sh timing.json ${fragments}/benchmark.k.json)
+add_test(NAME benchmark/bwd/k/fp16/d64/full/s4
+         COMMAND sh ${CMAKE_SOURCE_DIR}/bench.sh bwd_timing.json ${fragments}/benchmark.bwd.k.fp16.d64.full.s4.json)
 add_test(NAME unit/host COMMAND ${CMAKE_COMMAND} -E true)
 set_tests_properties(correctness/check PROPERTIES LABELS "correctness;gpu" SKIP_RETURN_CODE 77)
 set_tests_properties(benchmark/prepare PROPERTIES LABELS benchmark FIXTURES_SETUP bench_run)
-set_tests_properties(benchmark/k PROPERTIES LABELS "benchmark;gpu" SKIP_RETURN_CODE 77
-                     FIXTURES_REQUIRED bench_run)
+set_tests_properties(benchmark/k benchmark/bwd/k/fp16/d64/full/s4 PROPERTIES LABELS "benchmark;gpu"
+                     SKIP_RETURN_CODE 77 FIXTURES_REQUIRED bench_run)
 set_tests_properties(unit/host PROPERTIES LABELS unit)
 CM
-echo '[ -n "${FAKE_GPU:-}" ] || exit 77; cp "$(dirname "$0")/timing.json" "$1"' > bench.sh
-commit() { # <message> <exit status of the check, or a syntax error> <ci_lo> <ci_hi>
+echo '[ -n "${FAKE_GPU:-}" ] || exit 77; cp "$(dirname "$0")/$1" "$2"' > bench.sh
+# A forward benchmark (timing.json) and a backward one (bwd_timing.json, "pass": "bwd", slower
+# from c2 on while the forward slows down at c5: a bisect of each finds its own commit).
+commit() { # <message> <exit status of the check, or a syntax error> <ci_lo> <ci_hi> <bwd ci_lo> <bwd ci_hi>
   printf '[ -n "${FAKE_GPU:-}" ] || exit 77\nexit %s\n' "$2" > check.sh
   printf '{"kernel_timing": {"median_ms": %s, "ci_lo_ms": %s, "ci_hi_ms": %s}}\n' "$3" "$3" "$4" > timing.json
+  printf '{"pass": "bwd", "kernel_timing": {"median_ms": %s, "ci_lo_ms": %s, "ci_hi_ms": %s}}\n' "$5" "$5" "$6" \
+    > bwd_timing.json
   git add -A; git commit -qm "$1"; git rev-parse HEAD
 }
-c1=$(commit good1 '0' 0.95 1.0)
-c2=$(commit good2 '0 # 2' 0.96 1.01)
-c3=$(commit nobuild '0 )' 0.95 1.0)
-c4=$(commit good4 '0 # 4' 0.97 1.02)
-c5=$(commit bad5 '1' 1.5 1.6)
-c6=$(commit bad6 '1 # 6' 1.5 1.7)
-c7=$(commit straddle '0 # 7' 1.0 1.2)
+c1=$(commit good1 '0' 0.95 1.0 1.9 2.0)
+c2=$(commit good2 '0 # 2' 0.96 1.01 3.0 3.1)
+c3=$(commit nobuild '0 )' 0.95 1.0 3.0 3.1)
+c4=$(commit good4 '0 # 4' 0.97 1.02 3.0 3.1)
+c5=$(commit bad5 '1' 1.5 1.6 3.0 3.1)
+c6=$(commit bad6 '1 # 6' 1.5 1.7 3.0 3.1)
+c7=$(commit straddle '0 # 7' 1.0 1.2 3.0 3.1)
 
 files=$work/files
 echo '{"tests": [{"test": "benchmark/k", "kernel_timing": {"median_ms": 1.0}}]}' > "$files/base.json"
@@ -51,6 +57,11 @@ head -c 256 /bin/sh > "$files/binary.json"
 printf '\037\213garbage' > "$files/badgz.json"
 echo 'not json' > "$files/text.json"
 gzip -c "$files/base.json" > "$files/base.json.gz"
+bwd=benchmark/bwd/k/fp16/d64/full/s4
+echo '{"tests": [{"test": "benchmark/k", "kernel_timing": {"median_ms": 1.0}},
+  {"test": "'$bwd'", "pass": "bwd", "kernel_timing": {"median_ms": 2.0}}]}' > "$files/bwd_base.json"
+sed 's/"pass": "bwd"/"pass": "fwd"/' "$files/bwd_base.json" > "$files/bwd_as_fwd.json"
+sed 's/"pass": "bwd", //' "$files/bwd_base.json" > "$files/bwd_no_pass.json"
 
 fail() { echo "FAIL: $*"; exit 1; }
 expect() { # <expected exit test> <description> <command...>
@@ -72,6 +83,16 @@ git checkout -q "$c4"; expect "-eq 0" "a gzip-compressed baseline is read" "${gp
 git checkout -q "$c5"; expect "-eq 1" "a timing above the limit is bad" "${gpu[@]}" "${perf[@]}"
 git checkout -q "$c7"; expect "-eq 125" "a timing straddling the limit is skipped" "${gpu[@]}" "${perf[@]}"
 git checkout -q "$c3"; expect "-eq 125" "perf skips a commit that does not build" "${gpu[@]}" "${perf[@]}"
+# the backward's benchmark by its name, against the baseline's backward record
+bperf=(perf "$bwd" --baseline "$files/bwd_base.json")
+git checkout -q "$c1"; expect "-eq 0" "a backward under the limit is good" "${gpu[@]}" "${bperf[@]}"
+git checkout -q "$c4"; expect "-eq 1" "a backward above the limit is bad (its forward is good)" "${gpu[@]}" "${bperf[@]}"
+git checkout -q "$c4"; expect "-eq 0" "the forward of the same commit is good" "${gpu[@]}" perf benchmark/k --baseline "$files/bwd_base.json"
+# a result that is not the backward's (a harness that dropped the pass) is not counted
+sed -i 's/"pass": "bwd", //' bwd_timing.json
+expect "-eq 125" "a backward's result recorded as a forward's is skipped" "${gpu[@]}" "${bperf[@]}"
+grep -q "is a fwd benchmark's, the name says bwd" "$work/out.log" || fail "the skip does not say why"
+git checkout -q -- bwd_timing.json
 # No GPU: the fixture and the unit test pass, the GPU tests skip: never good (here), never
 # bad (the no-GPU bisects below cross the bad commits).
 git checkout -q "$c4"
@@ -109,6 +130,9 @@ bad_args=(
   "perf benchmark/k --baseline $files/base.json --slower inf"
   "perf benchmark/k --slower --baseline $files/base.json"
   "perf benchmark/k --baseline $files/base.json --bogus"
+  "*perf $bwd --baseline $files/bwd_as_fwd.json"
+  "perf $bwd --baseline $files/bwd_no_pass.json"
+  "perf $bwd --baseline $files/base.json"
 )
 marks() { git bisect log | grep -cE '^# (good|bad|skip):' || true; }
 in_bisect=0
@@ -152,6 +176,12 @@ for mode in correctness perf; do
   git bisect reset >/dev/null 2>&1
   echo "ok: $mode: git bisect run names the first bad commit ${c5:0:7} and skips ${c3:0:7}"
 done
+# the backward's regression (c2), not the forward's (c5)
+bisect_run 1 perf "$bwd" --baseline "$files/bwd_base.json"
+[ $rc -eq 0 ] && grep -q "^$c2 is the first bad commit" "$work/run.log" ||
+  { cat "$work/run.log"; fail "perf $bwd: git bisect run did not name ${c2:0:7} (exit $rc)"; }
+git bisect reset >/dev/null 2>&1
+echo "ok: perf $bwd: git bisect run names the backward's first bad commit ${c2:0:7}"
 # No GPU: every commit is skipped, none marked good or bad, no first bad commit named.
 for sel in "correctness -R benchmark/k" "${perf[*]}"; do
   read -ra argv <<<"$sel"

@@ -3,10 +3,18 @@
  *   cudnn_probe [--quick]
  *   cudnn_probe --time --dtype fp16 --head-dim 64 --mask causal --seqlen 512 --tokens 16384
  *               --hidden 2048 --tolerance thresholds/tolerance.ini
+ *   cudnn_probe --plans [off|on|both]
  *
  * --time: the benchmarks' cuDNN baseline on one shape of the benchmark matrix, as
  * attn_benchmark plans, checks and times it (scripts/cudnn_vs_torch.py runs it per shape);
- * see time_main below. Otherwise:
+ * see time_main below.
+ * --plans: what plans cost, as the cudnn kernel builds them in the correctness suites (not
+ * tuned), with the kernel cache off, on, or both (default; off first, each pass on a fresh
+ * handle, so an empty kernel cache): the cases below with and without the LSE (each run and
+ * checked as below) and their backward plans (built, not run); per plan its build time split
+ * into the operation graph's finalize, the heuristics and the execution plans' finalize, and
+ * whether the kernel cache was used (or why not); per pass the sums. Set CUDA_CACHE_DISABLE=1
+ * for what a machine with an empty driver JIT cache sees. Otherwise:
  *
  * Opens cuDNN (prints its version, or the reason and exits 77), then for every case of
  * {fp16, bf16} x {head_dim 64, 128} x {full, causal} x {(Sq,Sk) = (128,128), (1000,1000),
@@ -45,12 +53,23 @@ enum { BATCH = 2, HEADS = 3, TIMED_RUNS = 20 };
 #define O_SENTINEL_BYTE 0x5A /* O is filled with 0x5A5A before each run: "untouched" */
 
 /* The probe's run: what every case uses, and the counts. main owns it. */
+/* --plans: one pass's sums over its plans */
+typedef struct {
+    int plans, kc_used, finalizes;
+    double build_s, opgraph_s, heur_s, finalize_s, kc_fail_s;
+    char kc_note[256]; /* the first reason a plan did not use the kernel cache */
+} plan_totals;
+
 typedef struct {
     attn_cudnn *cudnn;
     attn_reference *ref;
     cudaStream_t stream;
     int n_fail, n_pass, n_refused;
     int full_refusals, full_notes; /* refusals and notes printed in full so far */
+    const attn_cudnn_plan_opts *opts; /* --plans: plans made with these, costs summed in tot;
+                                         NULL: attn_cudnn_plan_create, as ever */
+    int with_lse;                      /* --plans: the LSE asked for (opts->want_lse) */
+    plan_totals tot;
 } probe;
 
 #define CUDA_OR(label, call)                                                              \
@@ -112,7 +131,7 @@ typedef struct {
  * filled with the sentinel ("untouched"); host room for O and G. */
 static int make_problem(probe_case *pc) {
     attn_problem_desc d = attn_problem_dense(pc->dt, BATCH, HEADS, pc->sq, pc->sk, pc->d, pc->causal, pc->name);
-    d.with_lse = 0;
+    d.with_lse = pc->pr->with_lse;
     if (attn_gpu_problem_build(&pc->x, &d, pc->pr->stream, pc->why, sizeof pc->why)) {
         printf("%s  %s\n", pc->line, pc->why);
         pc->pr->n_fail++;
@@ -133,9 +152,31 @@ fail:
     return -1;
 }
 
+/* One plan's cost on its own line ("      cost: ..."), summed into pr->tot. */
+static void plan_cost(probe *pr, const attn_cudnn_plan *plan) {
+    attn_cudnn_plan_info in;
+    attn_cudnn_plan_get_info(plan, &in);
+    printf("      cost: built in %.3f s = operation graph %.3f + heuristics %.3f + %d execution plan finalize%s %.3f "
+           "+ the rest %.3f; kernel cache: %s\n", in.build_s, in.opgraph_s, in.heuristics_s, in.finalizes,
+           in.finalizes == 1 ? "" : "s", in.finalize_s, in.build_s - in.opgraph_s - in.heuristics_s - in.finalize_s,
+           in.kernel_cache_note);
+    plan_totals *t = &pr->tot;
+    t->plans++, t->kc_used += in.kernel_cache, t->finalizes += in.finalizes;
+    t->build_s += in.build_s, t->opgraph_s += in.opgraph_s, t->heur_s += in.heuristics_s;
+    t->finalize_s += in.finalize_s, t->kc_fail_s += in.kernel_cache_fail_s;
+    if (!in.kernel_cache && !t->kc_note[0]) snprintf(t->kc_note, sizeof t->kc_note, "%s", in.kernel_cache_note);
+}
+
 /* A refusal is counted as refused, not failed: cuDNN may not support every case. */
 static int create_plan(probe_case *pc) {
-    int rc = attn_cudnn_plan_create(pc->pr->cudnn, &pc->x.p, &pc->plan, pc->why, sizeof pc->why);
+    int rc;
+    if (pc->pr->opts) { /* as the cudnn kernel plans: causal Sq > Sk sliced */
+        attn_cudnn_plan_opts o = *pc->pr->opts;
+        if (pc->causal && pc->sq > pc->sk) o.sq_gt_sk = "slice";
+        rc = attn_cudnn_plan_create_ex(pc->pr->cudnn, &pc->x.p, &o, pc->pr->stream, &pc->plan, pc->why, sizeof pc->why);
+    } else {
+        rc = attn_cudnn_plan_create(pc->pr->cudnn, &pc->x.p, &pc->plan, pc->why, sizeof pc->why);
+    }
     if (rc) {
         if (pc->pr->full_refusals++ < 2 || strlen(pc->why) <= 600)
             printf("%s  %s: %s\n", pc->line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", pc->why);
@@ -229,6 +270,7 @@ static void verdict(probe_case *pc, float ms) {
     }
     if (pass) pc->pr->n_pass++;
     else pc->pr->n_fail++;
+    if (pc->pr->opts) plan_cost(pc->pr, pc->plan);
 }
 
 static void free_case(probe_case *pc) {
@@ -244,8 +286,8 @@ static void run_case(probe *pr, attn_dtype dt, int d, int causal, int sq, int sk
     probe_case pc = {.pr = pr, .dt = dt, .d = d, .causal = causal, .sq = sq, .sk = sk, .why = ""};
     snprintf(pc.name, sizeof pc.name, "cudnn_probe/%s/d%d/%s/q%dk%d", attn_dtype_name(dt), d,
              causal ? "causal" : "full", sq, sk);
-    snprintf(pc.line, sizeof pc.line, "%-4s d%-3d %-6s q%-4d k%-4d%s%s", attn_dtype_name(dt), d,
-             causal ? "causal" : "full", sq, sk, label ? " " : "", label ? label : "");
+    snprintf(pc.line, sizeof pc.line, "%-4s d%-3d %-6s q%-4d k%-4d%s%s%s", attn_dtype_name(dt), d,
+             causal ? "causal" : "full", sq, sk, pr->with_lse ? " LSE" : "", label ? " " : "", label ? label : "");
     float ms = 0;
     /* each step prints and counts its own failure; the rest of the case is skipped */
     if (!make_problem(&pc) && !create_plan(&pc) && !run_checked(&pc) && !time_runs(&pc, &ms)) verdict(&pc, ms);
@@ -268,7 +310,8 @@ static int run_timed(void *ctx, cudaStream_t s, char *err, size_t errlen) {
 
 #define USAGE "usage: attn_cudnn_probe [--quick]\n" \
     "       attn_cudnn_probe --time --dtype fp16|bf16 --head-dim D --mask full|causal --seqlen S --tokens T " \
-    "--hidden H --tolerance FILE\n"
+    "--hidden H --tolerance FILE\n" \
+    "       attn_cudnn_probe --plans [off|on|both]\n"
 
 static void time_usage(const char *why) {
     fprintf(stderr, "attn_cudnn_probe: %s\n" USAGE, why);
@@ -282,6 +325,10 @@ static int help(void) {
            "--quick, the alternative graph forms (ATTN_CUDNN_GRAPH=composite, ATTN_CUDNN_SQ_GT_SK=slice).\n"
            "--time: the benchmarks' cuDNN baseline on one shape, planned, checked and timed as attn_benchmark\n"
            "does; prints \"RESULT {json}\".\n"
+           "--plans: plans as the cudnn kernel builds them in the correctness suites (not tuned), forward (with and\n"
+           "without the LSE, each checked) and backward (built only), with the kernel cache off, on or both (default),\n"
+           "each pass on a fresh handle: per plan its build time (operation graph, heuristics, execution plan\n"
+           "finalize) and whether the kernel cache was used; per pass the sums.\n"
            "Exit 0, 1 a case failed, 77 no cuDNN or no GPU, 2 bad arguments or a setup error.\n");
     return 0;
 }
@@ -467,9 +514,11 @@ static int time_main(probe *pr, int argc, char **argv) {
     }
     attn_cudnn_plan_info info;
     attn_cudnn_plan_get_info(tc.plan, &info);
-    printf("plan: %s, engine %s; %d distinct configs tried, %d built, %d timed (%s); %s; build %.2f s, tuning "
-           "%.2f s\n", info.kind, info.engine, info.configs_tried, info.configs_built, info.configs_timed,
-           info.tuned ? "the fastest kept" : "the first kept", info.heuristics, info.build_s, info.tune_s);
+    printf("plan: %s, engine %s; %d distinct configs tried, %d built, %d timed (%s); %s; build %.2f s (operation "
+           "graph %.3f s, heuristics %.3f s, %d execution plans finalized %.3f s), tuning %.2f s\n", info.kind,
+           info.engine, info.configs_tried, info.configs_built, info.configs_timed,
+           info.tuned ? "the fastest kept" : "the first kept", info.heuristics, info.build_s, info.opgraph_s,
+           info.heuristics_s, info.finalizes, info.finalize_s, info.tune_s);
     if (why[0]) printf("note: %s\n", why);
     if (time_verify(pr, &tc, &tol)) return 1;
 
@@ -481,9 +530,149 @@ static int time_main(probe *pr, int argc, char **argv) {
     return 0;
 }
 
+/* ---- the probe's matrix, and --plans -------------------------------------------------- */
+
+static const int seqs[4][2] = {{128, 128}, {1000, 1000}, {127, 512}, {512, 127}};
+static const attn_dtype dts[2] = {ATTN_F16, ATTN_BF16};
+static const int dims[2] = {64, 128};
+
+/* Every case of the matrix through run_case. */
+static void run_matrix(probe *pr) {
+    for (int t = 0; t < 2; t++)
+        for (int di = 0; di < 2; di++)
+            for (int causal = 0; causal < 2; causal++)
+                for (int s = 0; s < 4; s++) run_case(pr, dts[t], dims[di], causal, seqs[s][0], seqs[s][1], NULL);
+}
+
+/* --plans: the backward plan of one case as the cudnn kernel makes it (dO, dQ, dK, dV in O's,
+ * Q's, K's and V's layouts; built with pr->opts and no buffers, not run), and its cost. */
+static void bwd_plan_case(probe *pr, attn_dtype dt, int d, int causal, int sq, int sk) {
+    char line[128], name[160], why[4096];
+    snprintf(line, sizeof line, "%-4s d%-3d %-6s q%-4d k%-4d backward", attn_dtype_name(dt), d,
+             causal ? "causal" : "full", sq, sk);
+    snprintf(name, sizeof name, "cudnn_probe/bwd/%s/d%d/%s/q%dk%d", attn_dtype_name(dt), d,
+             causal ? "causal" : "full", sq, sk);
+    attn_problem_desc desc = attn_problem_dense(dt, BATCH, HEADS, sq, sk, d, causal, name);
+    attn_gpu_problem x;
+    memset(&x, 0, sizeof x);
+    if (attn_gpu_problem_plan(&x, &desc, why, sizeof why)) { /* host only: stand-in pointers */
+        printf("%s  ERROR: %s\n", line, why);
+        pr->n_fail++;
+        return;
+    }
+    const attn_fwd_params *f = &x.p;
+    attn_bwd_params bp = {.fwd = f,
+                          .do_batch_stride = f->o_batch_stride, .do_head_stride = f->o_head_stride,
+                          .do_row_stride = f->o_row_stride, .dq_batch_stride = f->q_batch_stride,
+                          .dq_head_stride = f->q_head_stride, .dq_row_stride = f->q_row_stride,
+                          .dk_batch_stride = f->k_batch_stride, .dk_head_stride = f->k_head_stride,
+                          .dk_row_stride = f->k_row_stride, .dv_batch_stride = f->v_batch_stride,
+                          .dv_head_stride = f->v_head_stride, .dv_row_stride = f->v_row_stride};
+    attn_cudnn_plan_opts o = *pr->opts;
+    o.want_lse = 0, o.external_workspace = 1;
+    attn_cudnn_plan *plan = NULL;
+    int rc = attn_cudnn_bwd_plan_create_ex(pr->cudnn, &bp, &o, pr->stream, &plan, why, sizeof why);
+    if (rc) {
+        printf("%s  %s: %.600s\n", line, rc == ATTN_UNSUPPORTED ? "REFUSED" : "ERROR", why);
+        if (rc == ATTN_UNSUPPORTED) pr->n_refused++;
+        else pr->n_fail++;
+    } else {
+        printf("%s  %s\n", line, attn_cudnn_plan_kind(plan));
+        plan_cost(pr, plan);
+        attn_cudnn_plan_destroy(plan);
+    }
+    attn_seqs_free(&x.seqs);
+    fflush(stdout);
+}
+
+/* --plans: one pass on a fresh handle (an empty kernel cache): the matrix without and with
+ * the LSE, then its backward plans; the pass's sums. */
+static void plans_pass(probe *pr, int kernel_cache) {
+    char why[2048];
+    memset(&pr->tot, 0, sizeof pr->tot);
+    if (attn_cudnn_open(&pr->cudnn, why, sizeof why)) {
+        printf("cuDNN not available: %s\n", why);
+        pr->n_fail++;
+        return;
+    }
+    attn_cudnn_plan_opts o = attn_cudnn_plan_opts_default();
+    o.tune = 0, o.kernel_cache = kernel_cache;
+    pr->opts = &o;
+    printf("-- kernel cache %s (cuDNN %ld, a fresh handle)\n", kernel_cache ? "on" : "off",
+           attn_cudnn_version(pr->cudnn));
+    for (int lse = 0; lse < 2; lse++) {
+        o.want_lse = pr->with_lse = lse;
+        run_matrix(pr);
+    }
+    pr->with_lse = 0;
+    for (int t = 0; t < 2; t++)
+        for (int di = 0; di < 2; di++)
+            for (int causal = 0; causal < 2; causal++)
+                for (int s = 0; s < 4; s++) bwd_plan_case(pr, dts[t], dims[di], causal, seqs[s][0], seqs[s][1]);
+    const plan_totals *t = &pr->tot;
+    printf("kernel cache %s: %d plans built in %.2f s: operation graphs %.3f s, heuristics %.3f s, %d execution plans "
+           "finalized %.2f s, the rest %.2f s; %d used the kernel cache; dynamic attempts cuDNN refused %.2f s\n",
+           kernel_cache ? "on" : "off", t->plans, t->build_s, t->opgraph_s, t->heur_s, t->finalizes, t->finalize_s,
+           t->build_s - t->opgraph_s - t->heur_s - t->finalize_s, t->kc_used, t->kc_fail_s);
+    if (t->kc_note[0]) printf("  the first plan without the kernel cache: %s\n", t->kc_note);
+    attn_cudnn_close(pr->cudnn);
+    pr->cudnn = NULL;
+    pr->opts = NULL;
+}
+
+/* The GPU, the reference and the stream every form but --time needs: 0, or the exit code
+ * (the reason printed). */
+static int probe_setup(probe *pr) {
+    char why[2048];
+    if (!attn_gpu_available(why, sizeof why)) {
+        printf("%s\n", why);
+        return ATTN_EXIT_SKIP;
+    }
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        printf("GPU %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
+    if (attn_ref_create(&pr->ref, why, sizeof why)) {
+        printf("reference: %s\n", why);
+        return 2;
+    }
+    if (cudaStreamCreate(&pr->stream) != cudaSuccess) {
+        printf("cudaStreamCreate failed\n");
+        attn_ref_destroy(pr->ref);
+        return 2;
+    }
+    return 0;
+}
+
+/* attn_cudnn_probe --plans [off|on|both] */
+static int plans_main(probe *pr, int argc, char **argv) {
+    const char *which = argc > 2 ? argv[2] : "both";
+    if (argc > 3 || (strcmp(which, "off") && strcmp(which, "on") && strcmp(which, "both"))) {
+        fprintf(stderr, "attn_cudnn_probe: --plans takes off, on or both, got '%s'\n" USAGE, argc > 3 ? argv[3] : which);
+        return 2;
+    }
+    char why[2048];
+    attn_cudnn_lib_info lib;
+    if (attn_cudnn_library_info(&lib, why, sizeof why)) {
+        printf("cuDNN not available: %s\n", why);
+        return ATTN_EXIT_SKIP;
+    }
+    printf("cuDNN %ld: %s (%s); batch %d, heads %d, BSHD; plans not tuned, as the correctness suites build them\n",
+           lib.version, lib.path[0] ? lib.path : lib.requested, lib.chosen_by, BATCH, HEADS);
+    int rc = probe_setup(pr);
+    if (rc) return rc;
+    if (strcmp(which, "on")) plans_pass(pr, 0);
+    if (strcmp(which, "off")) plans_pass(pr, 1);
+    printf("%d PASS, %d FAIL, %d refused\n", pr->n_pass, pr->n_fail, pr->n_refused);
+    cudaStreamDestroy(pr->stream);
+    attn_ref_destroy(pr->ref);
+    return pr->n_fail ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     probe pr = {0}; /* the run's one context */
     if (argc > 1 && !strcmp(argv[1], "--time")) return time_main(&pr, argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "--plans")) return plans_main(&pr, argc, argv);
     if (argc > 1 && attn_is_help(argv[1])) return help();
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (argc > 1 + quick) {
@@ -496,35 +685,13 @@ int main(int argc, char **argv) {
         return ATTN_EXIT_SKIP;
     }
     printf("cuDNN %ld (cudnnGetVersion)\n", attn_cudnn_version(pr.cudnn));
-    if (!attn_gpu_available(why, sizeof why)) {
-        printf("%s\n", why);
+    int rc = probe_setup(&pr);
+    if (rc) {
         attn_cudnn_close(pr.cudnn);
-        return ATTN_EXIT_SKIP;
+        return rc;
     }
-    int dev = 0;
-    struct cudaDeviceProp prop;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-        printf("GPU %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
-    if (attn_ref_create(&pr.ref, why, sizeof why)) {
-        printf("reference: %s\n", why);
-        attn_cudnn_close(pr.cudnn);
-        return 2;
-    }
-    if (cudaStreamCreate(&pr.stream) != cudaSuccess) {
-        printf("cudaStreamCreate failed\n");
-        attn_ref_destroy(pr.ref);
-        attn_cudnn_close(pr.cudnn);
-        return 2;
-    }
-
-    static const int seqs[4][2] = {{128, 128}, {1000, 1000}, {127, 512}, {512, 127}};
-    static const attn_dtype dts[2] = {ATTN_F16, ATTN_BF16};
-    static const int dims[2] = {64, 128};
     printf("batch %d, heads %d, BSHD; tolerance max|O-G| <= 0.02 (fp16), 0.05 (bf16)\n", BATCH, HEADS);
-    for (int t = 0; t < 2; t++)
-        for (int di = 0; di < 2; di++)
-            for (int causal = 0; causal < 2; causal++)
-                for (int s = 0; s < 4; s++) run_case(&pr, dts[t], dims[di], causal, seqs[s][0], seqs[s][1], NULL);
+    run_matrix(&pr);
 
     if (!quick) {
         printf("-- alternatives: ATTN_CUDNN_GRAPH=composite (non-causal), ATTN_CUDNN_SQ_GT_SK=slice (causal Sq > Sk)\n");

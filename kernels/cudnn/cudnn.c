@@ -17,6 +17,13 @@
  * window_right 0, no left bound and no causal flag is taken as causal (attn_abi.h: the same
  * problem).
  *
+ * Plans that are not tuned (ATTN_CUDNN_AUTOTUNE=0, as the correctness suites run) are
+ * dynamic-shape graphs on the handle's kernel cache where cuDNN takes them, so that a problem
+ * of a topology seen before binds the kernel compiled for it instead of compiling another;
+ * $ATTN_CUDNN_KERNEL_CACHE=0|1 overrides that (NOTES.md, "Kernel cache"). Each plan's line on
+ * stderr says what its build cost (operation graph, heuristics, execution plan finalize) and
+ * whether it uses the cache.
+ *
  * Returns ATTN_UNSUPPORTED (with the reason on stderr, once per problem) where cuDNN cannot
  * do the case: no library, a GPU before sm_80, a head dim or a stride that is not a multiple
  * of 8 elements, a pointer (block_table and seqused_k included) not 16-byte aligned, a
@@ -186,6 +193,30 @@ static device_entry *device_cudnn(int device) {
     return d;
 }
 
+/* The plan options every plan of this kernel starts from: the kernel cache as
+ * $ATTN_CUDNN_KERNEL_CACHE says, else on for plans that are not tuned (the correctness
+ * suites': a plan is wanted there, not the fastest, and a dynamic-shape plan reuses the kernel
+ * compiled for an earlier problem of the same topology) and off for tuned ones (the
+ * benchmarks'). 0, or -1 with the reason said. */
+static int base_opts(attn_cudnn_plan_opts *o) {
+    char why[256];
+    *o = attn_cudnn_plan_opts_default();
+    if (attn_cudnn_kernel_cache_env(&o->kernel_cache, why, sizeof why)) {
+        SAY("%s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* "built in 0.31 s (operation graph 0.001 s, heuristics 0.002 s, 1 execution plan finalized
+ * 0.30 s); kernel cache: used" */
+static const char *plan_cost(const attn_cudnn_plan_info *info, char *buf, size_t len) {
+    snprintf(buf, len, "built in %.3f s (operation graph %.3f s, heuristics %.3f s, %d execution plan%s finalized %.3f s)"
+             "; kernel cache: %s", info->build_s, info->opgraph_s, info->heuristics_s, info->finalizes,
+             info->finalizes == 1 ? "" : "s", info->finalize_s, info->kernel_cache_note);
+    return buf;
+}
+
 /* The plan of p's problem, built (and autotuned) on first use: ATTN_OK with *out;
  * ATTN_UNSUPPORTED (*out NULL); or CUDNN_KERNEL_ERROR. */
 static int plan_for(const attn_fwd_params *p, cudaStream_t stream, int device, attn_cudnn_plan **out) {
@@ -211,12 +242,13 @@ static int plan_for(const attn_fwd_params *p, cudaStream_t stream, int device, a
             what);
         return CUDNN_KERNEL_ERROR;
     }
+    attn_cudnn_plan_opts o;
+    if (base_opts(&o)) return CUDNN_KERNEL_ERROR;
     plan_entry *e = calloc(1, sizeof *e);
     if (!e) {
         SAY("out of host memory");
         return CUDNN_KERNEL_ERROR;
     }
-    attn_cudnn_plan_opts o = attn_cudnn_plan_opts_default();
     o.want_lse = p->lse != NULL;
     /* rows that see no key (causal, seqlen_q > seqlen_k): cuDNN's bottom-right graph leaves
      * them undefined, so Q and O are sliced to the last seqlen_k rows and those rows are
@@ -234,10 +266,11 @@ static int plan_for(const attn_fwd_params *p, cudaStream_t stream, int device, a
         e->plan = NULL;
     } else {
         attn_cudnn_plan_info info;
+        char cost[512];
         attn_cudnn_plan_get_info(e->plan, &info);
-        SAY("plan for %s: %s, engine %s (%d of %d configs built, %s)%s%s", what, info.kind, info.engine,
+        SAY("plan for %s: %s, engine %s (%d of %d configs built, %s), %s%s%s", what, info.kind, info.engine,
             info.configs_built, info.configs_tried, info.tuned ? "the fastest kept" : "the first kept",
-            why[0] ? "; " : "", why);
+            plan_cost(&info, cost, sizeof cost), why[0] ? "; " : "", why);
     }
     e->key = key;
     e->next = plans;
@@ -355,6 +388,8 @@ static int bwd_plan_for(const attn_bwd_params *p, cudaStream_t stream, int devic
             *out = e;
             return e->plan ? ATTN_OK : ATTN_UNSUPPORTED;
         }
+    attn_cudnn_plan_opts o;
+    if (base_opts(&o)) return CUDNN_KERNEL_ERROR;
     device_entry *d = device_cudnn(device);
     bwd_entry *e = d ? calloc(1, sizeof *e) : NULL;
     if (!e) {
@@ -364,7 +399,6 @@ static int bwd_plan_for(const attn_bwd_params *p, cudaStream_t stream, int devic
     char what[512], why[8192];
     describe(p->fwd, what, sizeof what);
     snprintf(what + strlen(what), sizeof what - strlen(what), " backward%s", p->deterministic ? " deterministic" : "");
-    attn_cudnn_plan_opts o = attn_cudnn_plan_opts_default();
     o.external_workspace = 1; /* the harness's workspace (bwd_workspace), tuned at the first bwd */
     int rc = d->cudnn ? attn_cudnn_bwd_plan_create_ex(d->cudnn, p, &o, stream, &e->plan, why, sizeof why)
                       : ATTN_UNSUPPORTED;
@@ -375,9 +409,13 @@ static int bwd_plan_for(const attn_bwd_params *p, cudaStream_t stream, int devic
     }
     if (rc == ATTN_UNSUPPORTED && d->cudnn) SAY("not supported by cuDNN (%s): %s", what, why);
     if (rc == ATTN_UNSUPPORTED) e->plan = NULL;
-    else
-        SAY("backward plan for %s: %s, %zu workspace bytes%s%s", what, attn_cudnn_plan_kind(e->plan),
-            attn_cudnn_bwd_plan_workspace(e->plan), why[0] ? "; " : "", why);
+    else {
+        attn_cudnn_plan_info info;
+        char cost[512];
+        attn_cudnn_plan_get_info(e->plan, &info);
+        SAY("backward plan for %s: %s, %zu workspace bytes, %s%s%s", what, info.kind,
+            attn_cudnn_bwd_plan_workspace(e->plan), plan_cost(&info, cost, sizeof cost), why[0] ? "; " : "", why);
+    }
     e->key = key;
     e->next = bwd_plans;
     bwd_plans = e;

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Prints a benchmark results file as a Markdown table (one row per test), then where the
-run's wall time went: each phase of attn_benchmark summed over the tests ("phases_s").
+run's wall time went: each phase of attn_benchmark summed over the tests ("phases_s"). A run
+with backward benchmarks gets a table per pass (forward, backward, forward + backward), each
+test's TFLOP/s counted by its own pass's FLOPs (the record's "flops").
 
     scripts/bench_table.py results/<gpu>/benchmarks/<date>-<commit>.json
 """
 import argparse
 import sys
 
-from attn.schema import load_results
+from attn.schema import PASS_TITLES, by_pass, load_results
 
 
 def fmt(x, spec):
@@ -23,9 +25,28 @@ def main(argv=None):
     run = doc["run"]
     print(f"{run['gpu']['name']}, commit {run['commit']}{' (dirty)' if run['dirty'] else ''}, "
           f"{run['date']}, cuDNN {run['cudnn_version']}\n")
+    groups = by_pass(doc["tests"])
+    for i, (pass_, tests) in enumerate(groups):
+        if len(groups) > 1:
+            print(("\n" if i else "") + f"### {PASS_TITLES[pass_]} ({pass_})\n")
+        print_table(tests)
+    print("\n" + verdict_counts(doc["tests"]) + "".join(
+        f"; {pass_}: {verdict_counts(tests)}" for pass_, tests in groups if len(groups) > 1))
+    print_phases(doc["tests"])
+    return 0
+
+
+def verdict_counts(tests):
+    counts = {}
+    for t in tests:
+        counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+
+
+def print_table(tests):
     print("| test | kernel ms | TFLOP/s | speedup vs reference | speedup vs cuDNN | roofline | verdict |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    for t in doc["tests"]:
+    for t in tests:
         kt = t.get("kernel_timing")
         base = t.get("baselines", {})
         ref = base.get("reference", {}).get("speedup")
@@ -34,12 +55,6 @@ def main(argv=None):
         roof = t.get("roofline_efficiency")
         print(f"| {t['test']} | {fmt(kt and kt['median_ms'], '.4f')} | {fmt(t.get('tflops'), '.1f')} | "
               f"{fmt(ref, '.2f')} | {fmt(cud, '.3f')} | {fmt(roof and 100 * roof, '.1f')}% | {t['verdict']} |")
-    counts = {}
-    for t in doc["tests"]:
-        counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
-    print("\n" + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
-    print_phases(doc["tests"])
-    return 0
 
 
 def print_phases(tests):

@@ -11,7 +11,9 @@ largest, in one process). From speed-of-light memory and
 compute, achieved occupancy, registers, spills, shared-memory bank conflicts and the top
 warp stall reasons it classifies the kernel (launch-overhead-, memory-, compute- or
 latency-bound), prints the next thing to try, and writes the same as JSON
-(default <build>/profile/<test>.json). Exit 77 where ncu is missing.
+(default <build>/profile/<test>.json). Exit 77 where ncu is missing. A backward's benchmark
+(benchmark/bwd/<kernel>/...) profiles the kernel's first backward launch (<kernel>_bwd...),
+a forward + backward's (benchmark/fwd_bwd/...) the first launch of either.
 """
 import argparse
 import csv
@@ -23,6 +25,7 @@ import subprocess
 import sys
 
 from attn import ROOT
+from attn.schema import split_name
 
 STALLS = ["long_scoreboard", "short_scoreboard", "mio_throttle", "math_pipe_throttle", "barrier", "wait",
           "not_selected", "lg_throttle", "membar", "no_instruction", "dispatch_stall", "tex_throttle",
@@ -98,11 +101,20 @@ def classify(m):
     return bound, steps
 
 
+def kernel_regex(test):
+    """The launches a test's name points at: its kernel's forward, or its backward's (a
+    backward's benchmark), or either (a forward + backward's)."""
+    pass_, parts = split_name(test)
+    kernel = parts[1]
+    return {"fwd": f"{kernel}_fwd_kernel", "bwd": f"{kernel}_bwd", "fwd_bwd": f"{kernel}_(fwd_kernel|bwd)"}[pass_]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("test")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--kernel-regex", help="ncu kernel filter (default: <kernel>_fwd_kernel from the test name)")
+    ap.add_argument("--kernel-regex", help="ncu kernel filter (default from the test name: <kernel>_fwd_kernel, "
+                    "a backward's <kernel>_bwd, a forward + backward's either)")
     ap.add_argument("--shape", help="a correctness test's case to profile, QxK (default: its largest shape)")
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -126,8 +138,7 @@ def main():
     for prop in test.get("properties", []):
         if prop["name"] == "ENVIRONMENT":
             env.update(v.split("=", 1) for v in prop["value"])
-    kernel = a.test.split("/")[1]
-    regex = a.kernel_regex or f"{kernel}_fwd_kernel"
+    regex = a.kernel_regex or kernel_regex(a.test)
     cmd = [ncu, "--clock-control", "none", "--launch-count", "1", "--kernel-name", f"regex:{regex}",
            "--metrics", ",".join(METRICS.values()), "--csv", "--page", "raw"] + command
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)

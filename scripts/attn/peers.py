@@ -3,6 +3,7 @@
 the harness times kernels, and writes the harness's results schema.
 
     scripts/peers.py [--shapes shapes/benchmark.txt] [--build-dir build] [--results-dir results] [-k PATTERN]
+                     [--passes fwd,bwd,fwd_bwd] [--shapes-bwd shapes/benchmark_bwd.txt]
 
 Backends: FLASH_ATTENTION (FlashAttention-2), CUDNN_ATTENTION, EFFICIENT_ATTENTION, MATH,
 recorded as kernels torch_flash, torch_cudnn, torch_efficient, torch_math. Inputs are
@@ -13,6 +14,14 @@ clock (NVML) is under 75 % of its maximum dropped, at least 10 samples and 0.5 s
 at a relative standard deviation under 0.5 % or after 1 s; median, minimum and a 95 %
 bootstrap confidence interval of the median. Writes results/<gpu>/peers/<date>-<commit>-peers.json
 (never replacing a file). Exit 77 where PyTorch or a GPU is missing.
+
+--passes (default fwd) adds the backward on the backward's matrix (--shapes-bwd): "bwd" times
+torch.autograd.grad of the backend's output (dQ, dK, dV; the backend's own backward), "fwd_bwd"
+the forward and that backward together, each checked against a float32 computation first
+(max|dX - dX_fp32| / max|dX_fp32| per gradient). Tests peers/bwd/<backend>/... and
+peers/fwd_bwd/<backend>/... with "pass" (the harness's names and schema), their FLOPs 2.5x and
+3.5x the forward's (the harness's convention), their minimum bytes 8 and 12 tensors of Q's
+size (the backward reads Q, K, V, O, dO and writes dQ, dK, dV) against the forward's 4.
 """
 import argparse
 import datetime
@@ -26,13 +35,16 @@ import time
 import zlib
 
 from attn import ROOT
-from attn.schema import fail, load_shapes
+from attn.schema import PASSES, fail, load_shapes
 
 PROG = "peers"
 SKIP = 77
 BACKENDS = [("torch_flash", "FLASH_ATTENTION"), ("torch_cudnn", "CUDNN_ATTENTION"),
             ("torch_efficient", "EFFICIENT_ATTENTION"), ("torch_math", "MATH")]
-# the bound on max|O - float32 O| an output must meet before it is timed
+# per pass: FLOPs as a multiple of the forward's, minimum bytes in tensors of Q's size
+PASS_WORK = {"fwd": (1.0, 4), "bwd": (2.5, 8), "fwd_bwd": (3.5, 12)}
+# the bound an output must meet before it is timed: max|O - O_fp32|, a gradient's max|dX - dX_fp32|
+# relative to max|dX_fp32| (check)
 O_TOLERANCE = {"fp16": 0.02, "bf16": 0.05}
 
 
@@ -158,6 +170,111 @@ def peaks_for(gpu_name):
     return slug, peaks
 
 
+def case_inputs(env, case, grad):
+    """Q, K, V (BSHD in memory, (B, H, S, D) views, as FlashAttention's benchmarks lay them out)
+    and dO, from the case's own seed: the forward's Q, K, V do not depend on the pass."""
+    torch = env["torch"]
+    dt, d, mask, s, tokens, hidden = case
+    b, h = max(1, tokens // s), hidden // d
+    dtype = torch.float16 if dt == "fp16" else torch.bfloat16
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(f"{dt}/{d}/{mask}/{s}".encode()))
+    q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen).transpose(1, 2)
+                   for _ in range(4))
+    if grad:  # leaves of their own (the views' strides kept) for torch.autograd.grad
+        q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    return q, k, v, do
+
+
+def reference(env, q, k, v, do, causal, pass_):
+    """The float32 computation a backend's result is checked against: O, or (dQ, dK, dV)."""
+    torch, F = env["torch"], env["F"]
+    qf, kf, vf = (x.detach().float().requires_grad_(pass_ != "fwd") for x in (q, k, v))
+    with torch.set_grad_enabled(pass_ != "fwd"):
+        out = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal)
+        return out.detach() if pass_ == "fwd" else torch.autograd.grad(out, (qf, kf, vf), do.float())
+
+
+def pass_fn(env, backend, q, k, v, do, causal, pass_):
+    """What is timed: the backend's forward; its backward (torch.autograd.grad of one forward's
+    output, the graph kept); or both. Returns (fn, what fn's result is checked as)."""
+    torch, F = env["torch"], env["F"]
+
+    def fwd():
+        with env["sdpa_kernel"](getattr(env["SDPBackend"], backend)):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    if pass_ == "fwd":
+        return fwd
+    if pass_ == "fwd_bwd":
+        return lambda: torch.autograd.grad(fwd(), (q, k, v), do)
+    out = fwd()
+    return lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+
+
+def check(result, ref, dt, pass_):
+    """(error, bound): the forward's max|O - O_fp32|; a gradient's max|dX - dX_fp32| relative to
+    max|dX_fp32|, the worst of dQ, dK, dV."""
+    tol = O_TOLERANCE[dt]
+    if pass_ == "fwd":
+        return (result.float() - ref).abs().max().item(), tol
+    return max(((g.float() - r).abs().max() / r.abs().max().clamp_min(1e-6)).item()
+               for g, r in zip(result, ref)), tol
+
+
+def time_case(env, case, pass_, pattern):
+    """Every backend on one case of one pass: a test record each (measured, fail or not_supported)."""
+    torch = env["torch"]
+    dt, d, mask, s, tokens, hidden = case
+    b, h = max(1, tokens // s), hidden // d
+    causal = mask == "causal"
+    tests = [{"test": f"peers/{'' if pass_ == 'fwd' else pass_ + '/'}{name}/{dt}/d{d}/{mask}/s{s}", "pass": pass_,
+              "kernel": name, "dtype": dt, "head_dim": d, "causal": causal, "seqlen_q": s, "seqlen_k": s,
+              "batch": b, "heads": h} for name, _ in BACKENDS]
+    tests = [t for t in tests if not pattern or re.search(pattern, t["test"])]
+    if not tests:
+        return []
+    q, k, v, do = case_inputs(env, case, pass_ != "fwd")
+    try:
+        ref = reference(env, q, k, v, do, causal, pass_)
+    except Exception as e:  # out of memory: nothing to check the backends against
+        torch.cuda.empty_cache()
+        reason = f"the float32 reference failed: {str(e).splitlines()[0][:300]}"
+        print(f"{dt}/d{d}/{mask}/s{s} {pass_}: skipped: {reason}")
+        return [dict(t, verdict="skipped", reason=reason) for t in tests]
+    times, tensors = PASS_WORK[pass_]
+    flops = times * 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+    nbytes = tensors * b * s * h * d * 2.0
+    what = "O" if pass_ == "fwd" else "dX"
+    backends = dict(BACKENDS)
+    for t in tests:
+        test, backend = t["test"], backends[t["kernel"]]
+        try:
+            run = pass_fn(env, backend, q, k, v, do, causal, pass_)
+            err, tol = check(run(), ref, dt, pass_)
+            torch.cuda.synchronize()
+        except Exception as e:  # the backend refuses this case (or runs out of memory)
+            torch.cuda.empty_cache()
+            t.update(verdict="not_supported", reason=f"{backend}: {str(e).splitlines()[0][:300]}")
+            print(f"{test}: not supported: {t['reason']}")
+            continue
+        if not math.isfinite(err) or err > tol:
+            t.update(verdict="fail", reason=f"max|{what} - fp32 reference| = {err:.3g} > {tol}")
+            print(f"{test}: wrong output: {t['reason']}")
+            continue
+        timing = measure(run, torch, env["np"], env["flush"], env["clock"])
+        sec = timing["median_ms"] * 1e-3
+        t.update(kernel_timing=timing, flops=flops, bytes=nbytes, tflops=flops / sec * 1e-12,
+                 gbs=nbytes / sec * 1e-9, verdict="measured", reason=f"max|{what} - fp32 reference| = {err:.3g}")
+        peaks = env["peaks"]
+        peak = peaks.get(f"{dt}_tflops")
+        if peak and "bandwidth_gbs" in peaks:
+            floor = max(flops / (peak * 1e12), nbytes / (peaks["bandwidth_gbs"] * 1e9))
+            t["roofline_efficiency"] = floor / sec
+        print(f"{test}: {timing['median_ms']:.4f} ms [{timing['ci_lo_ms']:.4f}, {timing['ci_hi_ms']:.4f}] "
+              f"{t['tflops']:.1f} TFLOP/s ({timing['samples']} samples)")
+        del run
+    return tests
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--shapes", default=os.path.join(ROOT, "shapes", "benchmark.txt"))
@@ -165,8 +282,15 @@ def main():
     ap.add_argument("--build-dir", default=os.environ.get("ATTN_BUILD_DIR") or os.path.join(ROOT, "build"))
     ap.add_argument("--results-dir", default=os.path.join(ROOT, "results"))
     ap.add_argument("-k", default="", help="only tests whose name matches this regular expression")
+    ap.add_argument("--passes", default="fwd", help="fwd, bwd, fwd_bwd, comma-separated (default: fwd)")
+    ap.add_argument("--shapes-bwd", default=os.path.join(ROOT, "shapes", "benchmark_bwd.txt"),
+                    help="the backward's matrix, for the passes bwd and fwd_bwd")
     a = ap.parse_args()
-    cases = read_shapes(a.shapes, PROG, a.shapes_tool, a.build_dir)
+    passes = [p for p in a.passes.split(",") if p]
+    if not passes or any(p not in PASSES for p in passes):
+        fail(PROG, "--passes", f"'{a.passes}': expected a comma-separated list of {', '.join(PASSES)}")
+    cases = [(p, read_shapes(a.shapes if p == "fwd" else a.shapes_bwd, PROG, a.shapes_tool, a.build_dir))
+             for p in PASSES if p in passes]
     have = torch_on_gpu()
     if not have:
         return SKIP
@@ -177,54 +301,12 @@ def main():
     slug, peaks = peaks_for(props.name)
     flush = torch.empty(2 * getattr(props, "L2_cache_size", 64 << 20), dtype=torch.uint8, device="cuda")
     clock = nvml_clock()
+    env = {"torch": torch, "F": F, "np": np, "SDPBackend": SDPBackend, "sdpa_kernel": sdpa_kernel,
+           "flush": flush, "clock": clock, "peaks": peaks}
     tests = []
-    for dt, d, mask, s, tokens, hidden in cases:
-        b, h = max(1, tokens // s), hidden // d
-        dtype = torch.float16 if dt == "fp16" else torch.bfloat16
-        gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(f"{dt}/{d}/{mask}/{s}".encode()))
-        # BSHD in memory, (B, H, S, D) views, as FlashAttention's benchmarks lay them out
-        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen).transpose(1, 2)
-                   for _ in range(3))
-        causal = mask == "causal"
-        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-        flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
-        nbytes = 4.0 * b * s * h * d * 2
-        for name, backend in BACKENDS:
-            test = f"peers/{name}/{dt}/d{d}/{mask}/s{s}"
-            if a.k and not re.search(a.k, test):
-                continue
-            t = {"test": test, "kernel": name, "dtype": dt, "head_dim": d, "causal": causal,
-                 "seqlen_q": s, "seqlen_k": s, "batch": b, "heads": h}
-
-            def run(q=q, k=k, v=v, backend=backend, causal=causal):
-                with sdpa_kernel(getattr(SDPBackend, backend)):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            try:
-                out = run()
-                torch.cuda.synchronize()
-            except Exception as e:  # the backend refuses this case
-                t.update(verdict="not_supported", reason=f"{backend}: {str(e).splitlines()[0][:300]}")
-                tests.append(t)
-                print(f"{test}: not supported: {t['reason']}")
-                continue
-            err = (out.float() - ref).abs().max().item()
-            tol = O_TOLERANCE[dt]
-            if not math.isfinite(err) or err > tol:
-                t.update(verdict="fail", reason=f"max|O - fp32 reference| = {err:.3g} > {tol}")
-                tests.append(t)
-                print(f"{test}: wrong output: {t['reason']}")
-                continue
-            timing = measure(run, torch, np, flush, clock)
-            sec = timing["median_ms"] * 1e-3
-            t.update(kernel_timing=timing, flops=flops, bytes=nbytes, tflops=flops / sec * 1e-12,
-                     gbs=nbytes / sec * 1e-9, verdict="measured", reason=f"max|O - fp32 reference| = {err:.3g}")
-            peak = peaks.get(f"{dt}_tflops")
-            if peak and "bandwidth_gbs" in peaks:
-                floor = max(flops / (peak * 1e12), nbytes / (peaks["bandwidth_gbs"] * 1e9))
-                t["roofline_efficiency"] = floor / sec
-            tests.append(t)
-            print(f"{test}: {timing['median_ms']:.4f} ms [{timing['ci_lo_ms']:.4f}, {timing['ci_hi_ms']:.4f}] "
-                  f"{t['tflops']:.1f} TFLOP/s ({timing['samples']} samples)")
+    for pass_, pass_cases in cases:
+        for case in pass_cases:
+            tests += time_case(env, case, pass_, a.k)
     commit = run_commit()
     now = datetime.datetime.now(datetime.timezone.utc)
     doc = {"schema": 1, "run": {"commit": commit, "dirty": None, "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -6,12 +6,13 @@
 
 DIR/report.md: correctness counts (from the JUnit file), benchmark verdicts, and per test
 the kernel's time, TFLOP/s, speedups, roofline efficiency, verdict and its ratio to the
-previous run. DIR/roofline.png: every benchmark point against the GPU's two ceilings
+previous run; a run with backward benchmarks has a table per pass (forward, backward,
+forward + backward), and its plots and trend keep each pass's points apart. DIR/roofline.png: every benchmark point against the GPU's two ceilings
 (peak FLOP/s and arithmetic intensity x bandwidth). DIR/speedup.png: speedup against S
 per (dtype, head dim, mask), vs the cuBLAS reference and vs cuDNN. The plots need
 matplotlib; without it the report says so and has the table only. With --history (the SQLite
 database `scripts/results.py db` builds from the committed results): a trend table of each
-(kernel, dtype, head dim, workload)'s longest sequence across the earlier runs on this GPU, and
+(kernel, pass, dtype, head dim, workload)'s longest sequence across the earlier runs on this GPU, and
 DIR/trend.png, the same as a plot.
 """
 import argparse
@@ -20,7 +21,7 @@ import os
 import sys
 
 from attn import store
-from attn.schema import junit_cases, load_junit, load_results, workload
+from attn.schema import PASS_TITLES, by_pass, junit_cases, load_junit, load_results, test_pass, workload
 
 PROG = "report"
 # the fields a measured test's row and plots read (results/README.md)
@@ -46,11 +47,11 @@ TREND_RUNS = 8  # the trend shows this many runs, the newest last
 
 
 def trend_tests(doc):
-    """One test per (kernel, dtype, head dim, workload): its longest sequence."""
+    """One test per (kernel, pass, dtype, head dim, workload): its longest sequence."""
     best = {}
     for t in doc["tests"]:
         if t.get("kernel_timing"):
-            key = (t["kernel"], t["dtype"], t["head_dim"], workload(t))
+            key = (t["kernel"], test_pass(t), t["dtype"], t["head_dim"], workload(t))
             if key not in best or t["seqlen_q"] > best[key]["seqlen_q"]:
                 best[key] = t
     return [best[k] for k in sorted(best)]
@@ -91,8 +92,13 @@ def trends(doc, db, out):
     return lines + [""]
 
 
+def pass_word(t):
+    """" bwd" or " fwd_bwd" after a label; nothing for the forward (as the test names)."""
+    return "" if test_pass(t) == "fwd" else f" {test_pass(t)}"
+
+
 def config(t):
-    return f"{t['dtype']} d{t['head_dim']} {workload(t)}"
+    return f"{t['dtype']} d{t['head_dim']} {workload(t)}{pass_word(t)}"
 
 
 def plots(doc, peers, out):
@@ -113,9 +119,9 @@ def plots(doc, peers, out):
     markers = {}
     for t in tests + [p for p in (peers or []) if p.get("kernel_timing")]:
         x = t["flops"] / t["bytes"]
-        key = (t["kernel"], workload(t))
+        key = (t["kernel"], workload(t), test_pass(t))
         if key not in markers:
-            markers[key] = ax.scatter([], [], s=18, label=f"{t['kernel']} {workload(t)}")
+            markers[key] = ax.scatter([], [], s=18, label=f"{t['kernel']} {workload(t)}{pass_word(t)}")
         ax.scatter([x], [t["tflops"]], s=18, color=markers[key].get_facecolor()[0] if len(markers[key].get_facecolor()) else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -133,7 +139,8 @@ def plots(doc, peers, out):
         if workload(t) not in ("full", "causal"):  # the speedup plot's x axis is S = S_q = S_k
             continue
         b = t["baselines"]
-        series[(t["kernel"], config(t), "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
+        if "reference" in b:  # a backward's record may lack it (the forward's dense matrix never does)
+            series[(t["kernel"], config(t), "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
         if b["cudnn"].get("available"):
             series[(t["kernel"], config(t), "cuDNN")].append((t["seqlen_q"], b["cudnn"]["speedup"]))
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharex=True)
@@ -154,6 +161,25 @@ def plots(doc, peers, out):
     fig.savefig(os.path.join(out, "speedup.png"), dpi=72)
     plt.close(fig)
     return None
+
+
+def table(tests, prev):
+    """The Markdown table of one pass's tests; `prev` the previous run's tests by name."""
+    lines = ["| test | ms | TFLOP/s | vs reference | vs cuDNN | roofline | verdict | vs previous |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for t in tests:
+        kt = t.get("kernel_timing")
+        if not kt:
+            lines.append(f"| {t['test']} | | | | | | {t['verdict']}: {t.get('reason', '')[:80]} | |")
+            continue
+        b = t["baselines"]
+        cud = f"{b['cudnn']['speedup']:.3f}" if b["cudnn"].get("available") else "n/a"
+        p = prev.get(t["test"], {}).get("kernel_timing")
+        vs = f"{kt['median_ms'] / p['median_ms']:.3f}x" if p else ""
+        ref = f"{b['reference']['speedup']:.2f}" if "reference" in b else "n/a"
+        lines.append(f"| {t['test']} | {kt['median_ms']:.4f} | {t['tflops']:.1f} | {ref} | "
+                     f"{cud} | {100 * t['roofline_efficiency']:.1f}% | {t['verdict']} | {vs} |")
+    return lines
 
 
 def main():
@@ -184,27 +210,20 @@ def main():
                      f"{cases['not supported']} not supported, {cases['skipped']} skipped, {cases['not run']} not run.")
         lines += [f"- failed: `{n}`" for n in failed[:50]]
         lines += [f"- failed case: `{n}`" for n in failed_cases[:50]]
-    verdicts = collections.Counter(t["verdict"] for t in doc["tests"])
-    lines.append("**Benchmarks:** " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
+    groups = by_pass(sorted(doc["tests"], key=lambda t: t["test"])) or [("fwd", [])]
+    verdicts = lambda tests: ", ".join(f"{n} {v}" for v, n in sorted(collections.Counter(  # noqa: E731
+        t["verdict"] for t in tests).items()))
+    lines.append("**Benchmarks:** " + verdicts(doc["tests"])
+                 + "".join(f"; {p}: {verdicts(tests)}" for p, tests in groups if len(groups) > 1)
                  + (f"; compared with {os.path.basename(a.previous)}" if a.previous else "") + ".")
     note = plots(doc, peers, a.out)
     lines += ["", note if note else "![roofline](roofline.png)\n\n![speedup](speedup.png)", ""]
     if a.history:
         lines += trends(doc, a.history, a.out)
-    lines += ["| test | ms | TFLOP/s | vs reference | vs cuDNN | roofline | verdict | vs previous |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
-    for t in sorted(doc["tests"], key=lambda t: t["test"]):
-        kt = t.get("kernel_timing")
-        if not kt:
-            lines.append(f"| {t['test']} | | | | | | {t['verdict']}: {t.get('reason', '')[:80]} | |")
-            continue
-        b = t["baselines"]
-        cud = f"{b['cudnn']['speedup']:.3f}" if b["cudnn"].get("available") else "n/a"
-        p = prev.get(t["test"], {}).get("kernel_timing")
-        vs = f"{kt['median_ms'] / p['median_ms']:.3f}x" if p else ""
-        ref = f"{b['reference']['speedup']:.2f}" if "reference" in b else "n/a"
-        lines.append(f"| {t['test']} | {kt['median_ms']:.4f} | {t['tflops']:.1f} | {ref} | "
-                     f"{cud} | {100 * t['roofline_efficiency']:.1f}% | {t['verdict']} | {vs} |")
+    for i, (pass_, tests) in enumerate(groups):
+        if len(groups) > 1:
+            lines += ([""] if i else []) + [f"### {PASS_TITLES[pass_]} ({pass_})", ""]
+        lines += table(tests, prev)
     path = os.path.join(a.out, "report.md")
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")

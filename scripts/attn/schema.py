@@ -6,7 +6,8 @@ malformed file ends a script with one line on stderr and exit status 2, never a 
 The files:
 - a benchmark results file, schema 1 (results/README.md), or one per-test fragment of a run
   (a folder of them stands for an interrupted run): `load_results`, `load_fragment`;
-  a test's workload: `workload`;
+  a test's workload: `workload`; its pass (forward, backward, both): `test_pass`, and the
+  parts of a benchmark's name: `split_name` (the one place that knows where the pass word sits);
 - a tune results file (attn_tune, results/README.md): `load_tune`;
 - a CTest JUnit file (`ctest --output-junit`): `load_junit`, `junit_cases`;
 - a shapes file, as the C program `attn_shapes --json` parses it (Python never parses shapes
@@ -67,8 +68,14 @@ TEST_TYPES = {
     "workload": STR, "heads_k": INT, "page_size": INT, "window": LIST, "sequences": LIST,
     "thresholds": OBJ, "launches": OBJ, "launches.available": BOOL, "launches.count": INT,
     "launches.each": LIST, "config": OBJ, "config.tuned": BOOL, "verdict": STR, "reason": STR,
-    "phases_s": OBJ, "phases_s.*": NUM,
+    "phases_s": OBJ, "phases_s.*": NUM, "pass": STR,
 }
+# What a benchmark times (its "pass"; absent in results written before the backward: fwd), in
+# the order the tables show them. A backward test's name carries the pass after the suite:
+# benchmark/bwd/<kernel>/<dtype>/d<D>/<mask>/s<S> beside the forward's benchmark/<kernel>/...
+PASSES = ("fwd", "bwd", "fwd_bwd")
+PASS_TITLES = {"fwd": "Forward", "bwd": "Backward", "fwd_bwd": "Forward + backward"}
+NAME_PARTS = 6  # <suite>/<kernel>/<dtype>/d<D>/<mask or workload>/<shape>, without a pass word
 # a cuDNN baseline that ran has its speedup ({"available": true, ..., "speedup": ...})
 CUDNN_RAN = ("baselines.cudnn.available", "baselines.cudnn.speedup")
 
@@ -193,11 +200,39 @@ def _require(obj, paths, prefix):
             node = node[key]
 
 
+def split_name(name):
+    """(pass, the name's parts without the pass word) of a benchmark's test name:
+    benchmark/bwd/k/fp16/d64/full/s4 -> ("bwd", ["benchmark", "k", "fp16", "d64", "full", "s4"]).
+    A name of another form (correctness/k/..., benchmark/prepare) has no pass word: fwd."""
+    parts = name.split("/")
+    if len(parts) == NAME_PARTS + 1 and parts[1] in PASSES[1:]:
+        return parts[1], parts[:1] + parts[2:]
+    return "fwd", parts
+
+
+def test_pass(t):
+    """A test record's pass: "fwd", "bwd" or "fwd_bwd" (a record without one is a forward's)."""
+    return t.get("pass") or "fwd"
+
+
+def _check_pass(t):
+    """Raises BadInput when a record's pass is not one of PASSES, or disagrees with its name's
+    (a backward record under a forward's name would be compared with the forward)."""
+    if "pass" in t and t["pass"] not in PASSES:
+        raise BadInput(f"'pass' is '{t['pass']}', expected one of {', '.join(PASSES)} (or absent: fwd)")
+    if isinstance(t.get("test"), str):
+        named = split_name(t["test"])[0]
+        if named != test_pass(t):
+            raise BadInput(f"'pass' is {repr(t['pass']) if 'pass' in t else 'absent (fwd)'}, but the test name "
+                           f"says {named}" + ("" if named != "fwd" else " (no pass word after the suite)"))
+
+
 def check_test(t, test=(), when=None):
     """Raises BadInput when one test's record breaks the schema or lacks a required field."""
     if not isinstance(t, dict):
         raise BadInput(f"expected an object, got {_what(t)}")
     _check_types(t, TEST_TYPES, "")
+    _check_pass(t)
     _require(t, test, "")
     for field, needed in (when or {}).items():
         if _get(t, field) not in (None, _MISSING):
@@ -334,6 +369,21 @@ def workload(t):
     """A test's workload: full, causal, or version 2's decode, varlen, window (results written
     before version 2 have none: by the mask)."""
     return t.get("workload") or ("causal" if t["causal"] else "full")
+
+
+def shape_key(t):
+    """What a benchmark measured, whichever kernel ran it: (pass, dtype, head dim, workload,
+    S_q, S_k). A backward's key never equals the forward's of the same shape."""
+    return (test_pass(t), t["dtype"], t["head_dim"], workload(t), t["seqlen_q"], t["seqlen_k"])
+
+
+def by_pass(items, pass_of=test_pass):
+    """[(pass, [item, ...])] for the passes present, in PASSES order, each item's order kept:
+    the tables print the forward, then the backward, then both."""
+    groups = {}
+    for item in items:
+        groups.setdefault(pass_of(item), []).append(item)
+    return [(p, groups[p]) for p in PASSES if p in groups]
 
 
 def load_tune(path, prog):

@@ -14,8 +14,9 @@ features/<kernel> tests do, and with --packed the packed batches (shapes/packed.
 paged, seqused_k), their pairwise rows with the checks 'packed' and 'inputs_unchanged', as
 packed/<kernel> does. A kernel without a feature reports those cases not supported, without a
 launch. The backward (ABI version 5): the same matrix and the features' pairwise rows again
-with the backward's checks (groups backward and bwd_contract), as backward/<kernel> does; a
-kernel without bwd has those cases not supported.
+with the backward's checks (groups backward and bwd_contract), and the packed batches with
+bwd_accuracy and bwd_inputs_unchanged, as the backward/<kernel> tests do; a kernel without bwd
+has those cases not supported.
 
 Python never parses a shapes file: attn_shapes --json FILE gives each matrix, and
 attn_shapes --checks-json the check table, the one source of the check names.
@@ -61,14 +62,15 @@ NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big",
 NEEDS_LARGE_ROWS = {"broken_grid_y", "broken_int32_offsets", "broken_packed_int32_offsets"}
 # a bug on a path chosen from a length past this matrix's: the long suite (shapes/long.txt) catches it
 NEEDS_LONG_ROWS = {"broken_long_split_lost"}
-CONTROLS = {"broken_none", "broken_v2_none"}
+CONTROLS = {"broken_none", "broken_v2_none", "broken_bwd_none"}
 # the autotuner's fixture: its fwd is the control; its bugs sit behind its tunables, which
 # attn_tune's selftest (tests/tune_selftest.py) must reject
 TUNER_FIXTURES = {"broken_tunable"}
 # fixtures that prove one check: SURVIVED unless that check caught them, whatever else did
 # (the inputs fixtures' outputs are right, up to rounding: only inputs_unchanged is there to see them)
 MUST_BE_CAUGHT_BY = {"broken_q_scaled_in_place": "inputs_unchanged", "broken_k_scaled_and_back": "inputs_unchanged",
-                     "broken_block_table_sanitized": "inputs_unchanged"}
+                     "broken_block_table_sanitized": "inputs_unchanged",
+                     "broken_bwd_o_cleared": "bwd_inputs_unchanged", "broken_bwd_scale_ignored": "bwd_scale"}
 
 
 def broken_verdict(kernel, counts, n_failed):
@@ -128,6 +130,13 @@ def read_packed(doc):
     return ("packed", "packed/", ["packed"], args)
 
 
+def read_packed_backward(doc):
+    """The packed batches' backward, as backward/packed/<kernel> runs it (a paged one has no
+    backward: not supported): the gradients of sequences that must not see each other."""
+    name, prefix, _, args = read_features(doc, [])
+    return ("backward/packed", "backward/packed/", ["bwd_accuracy", "bwd_inputs_unchanged"], args)
+
+
 CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)(?: (\S+))?", re.M)
 
 
@@ -183,7 +192,8 @@ def main():
         [read_packed(shapes(a.packed))] if a.packed else []) + [
         ("backward/" + what, "backward/", backward, args) for what, _, _, args in read_shapes(shapes(a.shapes), [])] + (
         [("backward/features", "backward/features/", check_names(table, ("backward",)),
-          read_features(shapes(a.features), [])[3])] if a.features else [])
+          read_features(shapes(a.features), [])[3])] if a.features else []) + (
+        [read_packed_backward(shapes(a.packed))] if a.packed else [])
     listed = subprocess.run([a.lister, a.plugin], capture_output=True, text=True)
     if listed.returncode:
         sys.exit(f"selftest: {listed.stderr.strip()}")

@@ -12,6 +12,8 @@ import re
 import sqlite3
 import subprocess
 
+from attn.schema import test_pass
+
 KINDS = {
     "benchmarks": "benchmark runs: the results JSON (compact), comparison tables",
     "correctness": "correctness runs: summaries of the JUnit files (scripts/summary.py), timings",
@@ -293,7 +295,7 @@ CREATE TABLE files (path TEXT PRIMARY KEY, gpu TEXT, kind TEXT, run TEXT, date T
                     what TEXT, ext TEXT, bytes INTEGER);
 CREATE TABLE runs (id INTEGER PRIMARY KEY, path TEXT UNIQUE, gpu TEXT, kind TEXT, run TEXT,
                    date TEXT, commit_ TEXT, what TEXT, run_date TEXT, gpu_name TEXT, dirty INTEGER);
-CREATE TABLE tests (run_id INTEGER REFERENCES runs(id), test TEXT, kernel TEXT, dtype TEXT,
+CREATE TABLE tests (run_id INTEGER REFERENCES runs(id), test TEXT, kernel TEXT, pass TEXT, dtype TEXT,
                     head_dim INTEGER, workload TEXT, seqlen_q INTEGER, seqlen_k INTEGER,
                     median_ms REAL, ci_lo_ms REAL, ci_hi_ms REAL, tflops REAL, gbs REAL,
                     roofline_efficiency REAL, speedup_reference REAL, speedup_cudnn REAL, verdict TEXT);
@@ -312,7 +314,8 @@ def _test_row(run_id, t):
     b = t.get("baselines") or {}
     ref, cud = b.get("reference") or {}, b.get("cudnn") or {}
     wl = t.get("workload") or ("causal" if t.get("causal") else "full")
-    return (run_id, t.get("test"), t.get("kernel"), t.get("dtype"), t.get("head_dim"), wl, t.get("seqlen_q"),
+    # a record without a pass (written before the backward) is the forward's
+    return (run_id, t.get("test"), t.get("kernel"), test_pass(t), t.get("dtype"), t.get("head_dim"), wl, t.get("seqlen_q"),
             t.get("seqlen_k"), kt.get("median_ms"), kt.get("ci_lo_ms"), kt.get("ci_hi_ms"), t.get("tflops"),
             t.get("gbs"), t.get("roofline_efficiency"), ref.get("speedup"), cud.get("speedup"), t.get("verdict"))
 
@@ -349,7 +352,7 @@ def build_history(root, db_path, untracked=True):
                                                            info["commit"], info["what"], run.get("date"),
                                                            gpu.get("name"), run.get("dirty")))
         rows = [_test_row(cur.lastrowid, t) for t in doc["tests"] if isinstance(t, dict)]
-        con.executemany("INSERT INTO tests VALUES (" + ",".join("?" * 17) + ")", rows)
+        con.executemany("INSERT INTO tests VALUES (" + ",".join("?" * 18) + ")", rows)
         n_runs, n_tests = n_runs + 1, n_tests + len(rows)
     con.commit()
     con.close()

@@ -5,7 +5,8 @@ which GPUs ran the tests (the "GPU <n>: ..." line each correctness test prints).
     scripts/summary.py build/junit-correctness.xml [--require-gpu] [--by-kernel]
 
 --by-kernel adds a Markdown table: a row per kernel, a column per label (the test name's first
-part; sanitize/<tool> for the sanitizers), each cell its cases "passed / not supported /
+part; sanitize/<tool> for the sanitizers, benchmark/bwd and benchmark/fwd_bwd for the
+backward's benchmarks), each cell its cases "passed / not supported /
 failed" (a test without CASE lines counts as one case).
 
 When no test ran on a GPU (every one skipped, or only host-side tests and fixtures), the last
@@ -16,7 +17,7 @@ import collections
 import re
 import sys
 
-from attn.schema import CASE_LINE, CASE_WORDS, junit_cases, load_junit
+from attn.schema import CASE_LINE, CASE_WORDS, junit_cases, load_junit, split_name
 
 CHECK_FAILED = re.compile(r"check '(\w+)' failed\n(?:  shape:.*\n)?(?:  seed:.*\n)?(.*)")
 SKIP_REASON = re.compile(r"^(SKIPPED: .*|NOT SUPPORTED.*)$", re.M)
@@ -93,11 +94,11 @@ def by_kernel_table(root):
     cells = collections.defaultdict(collections.Counter)
     labels, kernels = [], []
     for tc in root.iter("testcase"):
-        parts = (tc.get("name") or "").split("/")
+        pass_, parts = split_name(tc.get("name") or "")
         n = 2 if parts[0] == "sanitize" else 1
         if len(parts) <= n:
             continue
-        label, kernel = "/".join(parts[:n]), parts[n]
+        label, kernel = "/".join(parts[:n]) + ("" if pass_ == "fwd" else f"/{pass_}"), parts[n]
         labels += [label] if label not in labels else []
         kernels += [kernel] if kernel not in kernels else []
         verdicts = [CASE_WORDS[v] for _, v in CASE_LINE.findall(tc.findtext("system-out") or "")]

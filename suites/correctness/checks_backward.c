@@ -398,3 +398,17 @@ outcome check_bwd_launch(check_ctx *c) {
     attn_bwd_problem_free(&x);
     return oc;
 }
+
+/* 23. a softmax scale other than 1/sqrt(d): the scale enters P and, once more, dS's way into
+ * dQ and dK; every other backward check runs 1/sqrt(d), which a kernel that hard-codes it
+ * passes */
+outcome check_bwd_scale(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_scale);
+    d.softmax_scale = 0.5f; /* 4x (d=64) or 5.7x (d=128) the usual 1/sqrt(d), as the forward's scale check */
+    int fail;
+    outcome oc = prepare_bwd(c, &x, &d, NULL, 0, "bwd_scale", &fail);
+    if (!fail) oc = judge_grads(c, &x, "softmax scale 0.5") ? CHECK_FAIL : CHECK_PASS;
+    attn_bwd_problem_free(&x);
+    return oc;
+}

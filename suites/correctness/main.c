@@ -503,14 +503,16 @@ static void parse_args(int argc, char **argv, suite *s) {
 /* The scale rows need tens of GB: with less free GPU memory than a check needs, the case is
  * skipped, saying so (a smaller GPU cannot run it; that is not a pass). The largest check
  * holds q, k, v, o and a copy of o in the dtype, and G, R in float (a packed batch also the
- * reference's float copies of one sequence's K and V). */
-static int enough_memory(const check_ctx *x, const test_case *c, char *why, size_t len) {
+ * reference's float copies of one sequence's K and V); a backward one also dO, dQ, dK, dV in
+ * the dtype, the float gradients, the twin's in the dtype and a workspace (a float dQ). */
+static int enough_memory(const check_ctx *x, const test_case *c, int backward, char *why, size_t len) {
     const int dmax = c->head_dim > c->head_dim_v ? c->head_dim : c->head_dim_v;
     const double batch = c->nseq ? c->nseq : x->batch; /* packed: its sequences, none longer than the longest */
     double eq = batch * x->heads * c->seqlen_q * dmax;
     double ek = batch * c->heads_k * c->seqlen_k * dmax;
     double scratch = c->nseq ? 8.0 * x->heads * c->seqlen_k * dmax : 0; /* the reference's float K, V of a sequence */
     double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq + scratch) + (256 << 20);
+    if (backward) need += 1.1 * (2 * (2 * eq + 2 * ek) + 6 * (eq + 2 * ek) + 4 * eq);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
     snprintf(why, len, "this case needs about %.1f GiB of GPU memory; %.1f GiB of %.1f GiB are free",
@@ -592,7 +594,7 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
                  : attn_kernel_lacks(x->kernel, &shape, why, sizeof why) != NULL) { /* said before any launch */
         printf("CASE %s NOT_SUPPORTED (0.00 s)\nNOT SUPPORTED: %s\n", c->label, why);
         v = ATTN_CASE_UNSUPPORTED;
-    } else if (!enough_memory(x, c, why, sizeof why)) {
+    } else if (!enough_memory(x, c, backward, why, sizeof why)) {
         printf("CASE %s SKIPPED: %s\n", c->label, why);
         v = ATTN_CASE_SKIPPED;
     } else {

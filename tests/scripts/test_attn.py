@@ -2,7 +2,9 @@
 attn_shapes' JSON (fixtures shapes_*.json, checks.json), the selftest's and peers' matrices
 built from it, the results tree's layout, compaction, retention, index and SQLite history
 (on a tree built here from run_a.json, run_b.json and tune_small.json), report.py's trend,
-and every entry point's --help.
+the benchmark's passes (run_passes.json, peers_passes.json: the forward, backward and forward +
+backward of one shape kept apart by every table, the thresholds and the history), and every
+entry point's --help.
 
     python3 -m unittest tests/scripts/test_attn.py      (CTest: unit/scripts/attn_package)
 """
@@ -20,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from attn import peers, schema, selftest, store  # noqa: E402
+from attn import bench_table, ncu_profile, peers, schema, selftest, store  # noqa: E402
 
 FAKE_TOOL = os.path.join(HERE, "fake_attn_shapes.sh")
 GPU = "nvidia_test_gpu"
@@ -232,6 +234,195 @@ class Tree(unittest.TestCase):
             text = f.read()
         self.assertIn("**Trend**", text)
         self.assertIn("aaaaaaa: ", text)
+
+
+def script(name, *args):
+    """Runs scripts/<name>.py; returns (exit status, stdout, stderr)."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name + ".py")] + list(args),
+                       capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def sections(text, title):
+    """The Markdown text under the heading '### <title>' up to the next heading."""
+    after = text.split(f"### {title}\n", 1)[1]
+    return after.split("\n### ", 1)[0]
+
+
+class Passes(unittest.TestCase):
+    """The backward's benchmarks beside the forward's: never compared with, or mistaken for,
+    the forward of the same shape (results without "pass" are the forward's)."""
+    PASSES = os.path.join(HERE, "run_passes.json")
+
+    def test_names(self):
+        self.assertEqual(schema.split_name("benchmark/bwd/k/fp16/d64/full/s4"),
+                         ("bwd", ["benchmark", "k", "fp16", "d64", "full", "s4"]))
+        self.assertEqual(schema.split_name("benchmark/fwd_bwd/k/fp16/d64/full/s4")[0], "fwd_bwd")
+        self.assertEqual(schema.split_name("peers/bwd/torch_flash/fp16/d64/full/s4")[0], "bwd")
+        # a forward's name: a kernel named bwd, a workload, a correctness test, a fixture
+        self.assertEqual(schema.split_name("benchmark/bwd/fp16/d64/full/s4"),
+                         ("fwd", ["benchmark", "bwd", "fp16", "d64", "full", "s4"]))
+        self.assertEqual(schema.split_name("benchmark/k/fp16/d128/decode/q16k8192")[0], "fwd")
+        self.assertEqual(schema.split_name("correctness/bwd/fp16/d64/full")[0], "fwd")
+        self.assertEqual(schema.split_name("benchmark/prepare"), ("fwd", ["benchmark", "prepare"]))
+        self.assertEqual(ncu_profile.kernel_regex("benchmark/flash2/fp16/d64/full/s4"), "flash2_fwd_kernel")
+        self.assertEqual(ncu_profile.kernel_regex("benchmark/bwd/flash2/fp16/d64/full/s4"), "flash2_bwd")
+
+    def test_keys(self):
+        tests = schema.load_results(self.PASSES, "t")["tests"]
+        old = schema.load_results(os.path.join(HERE, "run_a.json"), "t")["tests"]
+        self.assertEqual([schema.test_pass(t) for t in tests], ["fwd", "bwd", "fwd_bwd", "bwd", "bwd"])
+        self.assertEqual(schema.test_pass(old[0]), "fwd")  # no "pass": the forward's
+        keys = [schema.shape_key(t) for t in tests[:3]]
+        self.assertEqual(len(set(keys)), 3, "the three passes of one shape share a key")
+        self.assertEqual(keys[0], schema.shape_key(old[0]))  # the forward's key is the old one's
+        self.assertEqual([p for p, _ in schema.by_pass(reversed(tests))], ["fwd", "bwd", "fwd_bwd"])
+
+    def test_schema_refuses(self):
+        doc = schema.load_results(self.PASSES, "t")
+        for i, value, want in ((1, "backward", "'pass' is 'backward', expected one of fwd, bwd, fwd_bwd"),
+                               (1, "fwd", "'pass' is 'fwd', but the test name says bwd"),
+                               (0, "bwd", "'pass' is 'bwd', but the test name says fwd"),
+                               (2, 3, "'pass' is the number 3, expected a string")):
+            bad = json.loads(json.dumps(doc))
+            bad["tests"][i]["pass"] = value
+            with self.assertRaises(schema.BadInput) as e:
+                schema.check_results(bad)
+            self.assertIn(want, str(e.exception))
+        del doc["tests"][3]["pass"]
+        with self.assertRaises(schema.BadInput) as e:
+            schema.check_results(doc)
+        self.assertIn("tests[3] (benchmark/bwd/k/bf16/d128/causal/s512): 'pass' is absent (fwd)", str(e.exception))
+
+    def test_bench_table(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(bench_table.main([self.PASSES]), 0)
+        text = out.getvalue()
+        fwd, bwd, both = (sections(text, t) for t in ("Forward (fwd)", "Backward (bwd)", "Forward + backward (fwd_bwd)"))
+        self.assertIn("| benchmark/k/fp16/d64/full/s4 | 1.0000 |", fwd)
+        self.assertNotIn("bwd/", fwd)
+        self.assertIn("| benchmark/bwd/k/fp16/d64/full/s4 | 3.0000 | 0.8 | 30.00 | 1.500 | 30.0% |", bwd)
+        self.assertEqual(bwd.count("| benchmark/bwd/"), 3)
+        self.assertIn("| benchmark/fwd_bwd/k/fp16/d64/full/s4 | 4.0000 | 0.9 |", both)
+        self.assertIn("5 pass; fwd: 1 pass; bwd: 3 pass; fwd_bwd: 1 pass", text)
+
+    def test_report(self):
+        """The report's table per pass; the previous run (from before the backward) is the
+        forward's only: a backward's row has no ratio to it."""
+        out = tempfile.mkdtemp()
+        try:
+            rc, _, err = script("report", self.PASSES, "--previous", os.path.join(HERE, "run_a.json"), "--out", out)
+            self.assertEqual(rc, 0, err)
+            with open(os.path.join(out, "report.md")) as f:
+                text = f.read()
+        finally:
+            shutil.rmtree(out)
+        self.assertIn("**Benchmarks:** 5 pass; fwd: 1 pass; bwd: 3 pass; fwd_bwd: 1 pass; compared with run_a.json.", text)
+        self.assertIn("| benchmark/k/fp16/d64/full/s4 | 1.0000 | 1.0 | 90.00 | 2.000 | 50.0% | pass | 1.000x |",
+                      sections(text, "Forward (fwd)"))
+        self.assertIn("| benchmark/bwd/k/fp16/d64/full/s4 | 3.0000 | 0.8 | 30.00 | 1.500 | 30.0% | pass |  |",
+                      sections(text, "Backward (bwd)"))
+        self.assertIn("| benchmark/fwd_bwd/k/fp16/d64/full/s4 | 4.0000 | 0.9 | 25.00 | 1.250 | 35.0% | pass |  |",
+                      sections(text, "Forward + backward (fwd_bwd)"))
+        self.assertEqual(report_trend_keys(self.PASSES), {
+            ("k", "fwd", "fp16", 64, "full"), ("k", "bwd", "fp16", 64, "full"), ("k", "fwd_bwd", "fp16", 64, "full"),
+            ("k", "bwd", "bf16", 128, "causal")})
+
+    def test_peer_table(self):
+        """Each pass against the peers' same pass: the backward at S=4 is 1.5x PyTorch's
+        backward (2.25x its forward, were they mixed up), at S=1024 0.8x: the backward's target missed."""
+        peers_file = os.path.join(HERE, "peers_passes.json")
+        rc, text, err = script("peer_table", self.PASSES, peers_file, "--kernel", "k", "--backends", "torch_flash", "--check")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("| fp16 d64 full s4 | 1.0 | 0.5 | 2.00 | 2.00 | 50.0% |", sections(text, "Forward (fwd)"))
+        bwd = sections(text, "Backward (bwd)")
+        self.assertIn("| fp16 d64 full s4 | 0.8 | 0.6 | 1.50 | 1.50 | 30.0% |", bwd)
+        self.assertIn("| bf16 d128 causal s512 | 1.2 | n/a | n/a | n/a | 25.0% |", bwd)  # no forward target here
+        self.assertIn("| fp16 d64 full s4 | 0.9 | 0.7 | 1.25 | 1.25 | 35.0% |", sections(text, "Forward + backward (fwd_bwd)"))
+        self.assertIn("  missed: fp16 d64 full s1024 bwd: 0.8x torch_flash (target 1.0x)", text)
+        self.assertIn("targets: 2 missed", text)
+        rc, text, err = script("peer_table", self.PASSES, peers_file, "--kernel", "k", "--backends", "torch_flash",
+                               "--pass", "fwd_bwd")
+        self.assertEqual((rc, text.count("| fp16 d64 full s4 |"), "###" in text), (0, 1, False), err)
+
+    def test_history(self):
+        d = tempfile.mkdtemp()
+        try:
+            gpu = os.path.join(d, "results", GPU, "benchmarks")
+            os.makedirs(gpu)
+            for name, fix in (("2026-01-01-aaaaaaa.json", "run_a.json"), ("2026-01-03-ccccccc.json", "run_passes.json")):
+                with open(os.path.join(gpu, name), "w") as f:
+                    f.write(store.dumps(store.compact(json.loads(fixture(fix)))))
+            db = os.path.join(d, "h.sqlite")
+            store.build_history(os.path.join(d, "results"), db)
+            import sqlite3
+            con = sqlite3.connect(db)
+            rows = con.execute("SELECT r.commit_, t.pass, t.test FROM tests t JOIN runs r ON t.run_id = r.id "
+                               "WHERE t.dtype = 'fp16' AND t.seqlen_q = 4 ORDER BY r.commit_, t.pass").fetchall()
+            con.close()
+            self.assertEqual(rows, [("aaaaaaa", "fwd", "benchmark/k/fp16/d64/full/s4"),
+                                    ("ccccccc", "bwd", "benchmark/bwd/k/fp16/d64/full/s4"),
+                                    ("ccccccc", "fwd", "benchmark/k/fp16/d64/full/s4"),
+                                    ("ccccccc", "fwd_bwd", "benchmark/fwd_bwd/k/fp16/d64/full/s4")])
+            self.assertEqual([r[1] for r in store.test_history(db, "benchmark/k/fp16/d64/full/s4")], ["aaaaaaa", "ccccccc"])
+            self.assertEqual([r[1] for r in store.test_history(db, "benchmark/bwd/k/fp16/d64/full/s4")], ["ccccccc"])
+        finally:
+            shutil.rmtree(d)
+
+    def test_thresholds_round_trip(self):
+        """A thresholds file set_thresholds.py writes, read back the way harness/thresholds.c
+        reads a class ([<kernel> [<pass>] <dtype> d<D> <workload> <lo>-<hi>]): each test finds
+        the section of its own pass, with its own minimums, and only that one."""
+        d = tempfile.mkdtemp()
+        try:
+            with open(os.path.join(d, "test_gpu_1.ini"), "w") as f:
+                f.write("[gpu]\nname = Test GPU 1\n[peaks]\nfp16_tflops = 700\nbf16_tflops = 700\nbandwidth_gbs = 3000\n")
+            rc, _, err = script("set_thresholds", self.PASSES, "--kernel", "k", "--margin", "0.8", "--thresholds-dir", d)
+            self.assertEqual(rc, 0, err)
+            with open(os.path.join(d, "test_gpu_1.ini")) as f:
+                classes = read_classes(f.read())
+        finally:
+            shutil.rmtree(d)
+        for t in schema.load_results(self.PASSES, "t")["tests"]:
+            found = [c for c in classes if class_matches(c, t)]
+            self.assertEqual(len(found), 1, (t["test"], found))
+            self.assertAlmostEqual(found[0]["min_speedup_reference"], 0.8 * t["baselines"]["reference"]["speedup"])
+            self.assertAlmostEqual(found[0]["min_roofline"], 0.8 * t["roofline_efficiency"])
+
+
+def report_trend_keys(path):
+    from attn import report
+    return {(t["kernel"], schema.test_pass(t), t["dtype"], t["head_dim"], schema.workload(t))
+            for t in report.trend_tests(schema.load_results(path, "t"))}
+
+
+def read_classes(text):
+    """The class sections of a thresholds file as dicts (kernel, pass, dtype, head_dim, workload,
+    lo, hi and their minimums); the pass word is optional (fwd), as the contract says."""
+    classes, cur = [], None
+    for line in text.splitlines():
+        line = line.split(";")[0].strip()
+        if line.startswith("["):
+            words = line.strip("[]").split()
+            cur = None
+            if words[0] in ("gpu", "peaks"):
+                continue
+            pass_ = words.pop(1) if words[1] in schema.PASSES else "fwd"
+            lo, hi = words[4].split("-")
+            cur = {"kernel": words[0], "pass": pass_, "dtype": words[1], "head_dim": words[2], "workload": words[3],
+                   "lo": int(lo), "hi": int(hi)}
+            classes.append(cur)
+        elif cur is not None and "=" in line:
+            key, value = (x.strip() for x in line.split("=", 1))
+            cur[key] = float(value)
+    return classes
+
+
+def class_matches(c, t):
+    return (c["kernel"] == t["kernel"] and c["pass"] == schema.test_pass(t) and c["dtype"] in ("*", t["dtype"])
+            and c["head_dim"] in ("*", f"d{t['head_dim']}") and c["workload"] in ("*", schema.workload(t))
+            and c["lo"] <= t["seqlen_q"] <= c["hi"])
 
 
 class EntryPoints(unittest.TestCase):

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from attn import peers, side_by_side as sbs, store  # noqa: E402
+from attn import peers, schema, side_by_side as sbs, store  # noqa: E402
 
 FAKE_TOOL = os.path.join(HERE, "fake_attn_shapes.sh")
 
@@ -103,6 +103,20 @@ class Matrix(unittest.TestCase):
         self.assertEqual(sbs.pass_flops("bwd", b, h, 1024, 128, True), 2.5 * fwd / 2)
         self.assertEqual(sbs.pass_flops("fwd_bwd", b, h, 1024, 128, False), 3.5 * fwd)
         self.assertEqual(sbs.dims(("bf16", 64, "causal", 16384, 16384, 2048)), (1, 32))
+
+    def test_records_follow_the_schema(self):
+        """Named as the harness names a pass (no pass word for the forward), with its "pass"."""
+        case = ("fp16", 128, "causal", 1024, 16384, 2048)
+        names = []
+        for p in ("fwd", "bwd", "fwd_bwd"):
+            t = sbs.test_record(p, "flash2", case)
+            schema.check_test(dict(t, verdict="measured"))
+            self.assertEqual((schema.split_name(t["test"])[0], t["pass"]), (p, p))
+            self.assertEqual(t["flops"], sbs.pass_flops(p, 16, 16, 1024, 128, True))
+            names.append(t["test"])
+        self.assertEqual(names, ["sidebyside/flash2/fp16/d128/causal/s1024",
+                                 "sidebyside/bwd/flash2/fp16/d128/causal/s1024",
+                                 "sidebyside/fwd_bwd/flash2/fp16/d128/causal/s1024"])
 
 
 def timing(ms, noisy=False):
