@@ -42,8 +42,8 @@ Before timing, every implementation's output is checked against a float32 comput
 rule (peers.check): max|O - O32| <= 0.02 fp16, 0.05 bf16 (our kernels' LSE alike); dQ, dK, dV
 by the same figure relative to the gradient's size, max|dX - dX32| <= tol * max|dX32| (O's
 values are of order 1: its bound is this one at scale 1). Outputs are NaN-filled before the
-checked call. A wrong one is reported
-"wrong" and not timed; one that refuses the shape is "n/s" (not supported).
+checked call. A wrong one is reported "wrong" and not timed; one that refuses the shape is
+"n/s" (not supported).
 
 The timer: peers.measure_interleaved, peers.measure's rules (warm-up, the L2 flushed before
 every sample, CUDA events, samples at a low SM clock dropped, >= 10 samples and 0.5 s, then a
