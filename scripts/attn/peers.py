@@ -43,6 +43,9 @@ BACKENDS = [("torch_flash", "FLASH_ATTENTION"), ("torch_cudnn", "CUDNN_ATTENTION
             ("torch_efficient", "EFFICIENT_ATTENTION"), ("torch_math", "MATH")]
 # per pass: FLOPs as a multiple of the forward's, minimum bytes in tensors of Q's size
 PASS_WORK = {"fwd": (1.0, 4), "bwd": (2.5, 8), "fwd_bwd": (3.5, 12)}
+# the bound an output must meet before it is timed: max|O - O_fp32|, a gradient's max|dX - dX_fp32|
+# relative to max|dX_fp32| (check)
+O_TOLERANCE = {"fp16": 0.02, "bf16": 0.05}
 
 
 def read_shapes(path, prog="peers", tool=None, build_dir=None, json_text=None):
@@ -63,36 +66,58 @@ def bootstrap_ci(x, np, reps=1000):
 
 
 def measure(fn, torch, np, flush, clock):
-    for _ in range(3):
-        fn()
+    """fn's GPU time by the rules of this module's docstring: measure_interleaved of fn alone."""
+    return measure_interleaved([fn], torch, np, flush, clock)[0]
+
+
+def measure_interleaved(fns, torch, np, flush, clock):
+    """Each function of fns timed by the rules of this module's docstring, one sample of each
+    in turn (round-robin, the first of each round rotating), so that what drifts on a shared
+    GPU (clocks, a neighbour's load) falls on all of them alike; each stops by its own rule,
+    its 1 s limit counted over its own samples. Their timings, in the order of fns."""
+    for fn in fns:
+        for _ in range(3):
+            fn()
     torch.cuda.synchronize()
     start_ev, stop_ev = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms, dropped, clocks, t0, noisy = [], 0, [], time.monotonic(), False
-    while True:
-        flush.fill_(len(ms) & 0xFF)
-        start_ev.record()
-        fn()
-        stop_ev.record()
-        stop_ev.synchronize()
-        mhz = clock() if clock else None
-        if mhz is not None and mhz < 0.75 * clock.max_mhz:
-            dropped += 1
-        else:
-            ms.append(start_ev.elapsed_time(stop_ev))
-            if mhz is not None:
-                clocks.append(mhz)
-        x = np.array(ms)
-        if len(x) >= 10 and x.sum() * 1e-3 >= 0.5 and x.std(ddof=1) / x.mean() < 0.005:
-            break
-        if time.monotonic() - t0 > 1.0 and len(x) >= 1:
-            noisy = True
-            break
-    x = np.array(ms)
+    series = [{"ms": [], "dropped": 0, "clocks": [], "spent_s": 0.0, "noisy": False, "done": False} for _ in fns]
+    rnd = 0
+    while not all(s["done"] for s in series):
+        for i in [(rnd + j) % len(fns) for j in range(len(fns))]:
+            s = series[i]
+            if s["done"]:
+                continue
+            t0 = time.monotonic()
+            ms = s["ms"]
+            flush.fill_(len(ms) & 0xFF)
+            start_ev.record()
+            fns[i]()
+            stop_ev.record()
+            stop_ev.synchronize()
+            mhz = clock() if clock else None
+            if mhz is not None and mhz < 0.75 * clock.max_mhz:
+                s["dropped"] += 1
+            else:
+                ms.append(start_ev.elapsed_time(stop_ev))
+                if mhz is not None:
+                    s["clocks"].append(mhz)
+            x = np.array(ms)
+            s["spent_s"] += time.monotonic() - t0
+            if len(x) >= 10 and x.sum() * 1e-3 >= 0.5 and x.std(ddof=1) / x.mean() < 0.005:
+                s["done"] = True
+            elif s["spent_s"] > 1.0 and len(x) >= 1:
+                s["noisy"] = s["done"] = True
+        rnd += 1
+    return [_timing(s, np) for s in series]
+
+
+def _timing(s, np):
+    x = np.array(s["ms"])
     lo, hi = bootstrap_ci(x, np)
     return {"median_ms": float(np.median(x)), "min_ms": float(x.min()), "ci_lo_ms": lo, "ci_hi_ms": hi,
-            "samples": len(x), "dropped_for_clock": dropped, "noisy": noisy,
+            "samples": len(x), "dropped_for_clock": s["dropped"], "noisy": s["noisy"],
             "rsd": float(x.std(ddof=1) / x.mean()) if len(x) > 1 else 0.0,
-            "mean_sm_clock_mhz": float(np.mean(clocks)) if clocks else None,
+            "mean_sm_clock_mhz": float(np.mean(s["clocks"])) if s["clocks"] else None,
             "gpu_time_s": float(x.sum() * 1e-3)}
 
 
@@ -108,6 +133,28 @@ def nvml_clock():
         return clock
     except Exception:  # NVML is optional: without it no sample is dropped for clocks
         return None
+
+
+def torch_on_gpu():
+    """(numpy, torch) when both import (with torch.nn.attention's backends) and PyTorch sees a
+    CUDA GPU; else None, the SKIPPED line printed (the caller exits 77)."""
+    try:
+        import numpy as np
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: F401  (PyTorch >= 2.3)
+    except ImportError as e:
+        print(f"SKIPPED: PyTorch not found ({e})")
+        return None
+    if not torch.cuda.is_available():
+        print("SKIPPED: PyTorch sees no CUDA GPU")
+        return None
+    return np, torch
+
+
+def run_commit():
+    """The commit a run records: $ATTN_COMMIT, else the tree's short HEAD, else "unknown"."""
+    return os.environ.get("ATTN_COMMIT") or subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
 
 
 def peaks_for(gpu_name):
@@ -166,7 +213,7 @@ def pass_fn(env, backend, q, k, v, do, causal, pass_):
 def check(result, ref, dt, pass_):
     """(error, bound): the forward's max|O - O_fp32|; a gradient's max|dX - dX_fp32| relative to
     max|dX_fp32|, the worst of dQ, dK, dV."""
-    tol = 0.02 if dt == "fp16" else 0.05
+    tol = O_TOLERANCE[dt]
     if pass_ == "fwd":
         return (result.float() - ref).abs().max().item(), tol
     return max(((g.float() - r).abs().max() / r.abs().max().clamp_min(1e-6)).item()
@@ -244,17 +291,12 @@ def main():
         fail(PROG, "--passes", f"'{a.passes}': expected a comma-separated list of {', '.join(PASSES)}")
     cases = [(p, read_shapes(a.shapes if p == "fwd" else a.shapes_bwd, PROG, a.shapes_tool, a.build_dir))
              for p in PASSES if p in passes]
-    try:
-        import numpy as np
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print(f"SKIPPED: PyTorch not found ({e})")
+    have = torch_on_gpu()
+    if not have:
         return SKIP
-    if not torch.cuda.is_available():
-        print("SKIPPED: PyTorch sees no CUDA GPU")
-        return SKIP
+    np, torch = have
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     props = torch.cuda.get_device_properties(0)
     slug, peaks = peaks_for(props.name)
     flush = torch.empty(2 * getattr(props, "L2_cache_size", 64 << 20), dtype=torch.uint8, device="cuda")
@@ -265,8 +307,7 @@ def main():
     for pass_, pass_cases in cases:
         for case in pass_cases:
             tests += time_case(env, case, pass_, a.k)
-    commit = os.environ.get("ATTN_COMMIT") or subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
+    commit = run_commit()
     now = datetime.datetime.now(datetime.timezone.utc)
     doc = {"schema": 1, "run": {"commit": commit, "dirty": None, "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
                                 "gpu": {"name": props.name, "sms": props.multi_processor_count},
