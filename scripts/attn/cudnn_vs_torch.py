@@ -224,15 +224,10 @@ def main():
     if not cases:
         print(f"cudnn_vs_torch: no shape of {a.shapes} matches -k '{a.k}'", file=sys.stderr)
         return 2
-    try:
-        import numpy  # noqa: F401  (peers.measure's statistics)
-        import torch
-    except ImportError as e:
-        print(f"SKIPPED: PyTorch or numpy not found ({e})")
+    found = peers.torch_on_gpu()  # numpy for peers.measure's statistics, torch, a GPU
+    if not found:
         return SKIP
-    if not torch.cuda.is_available():
-        print("SKIPPED: PyTorch sees no CUDA GPU")
-        return SKIP
+    torch = found[1]
     torch_cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     torch_lib = torch_cudnn_library()
     env = dict(os.environ)
