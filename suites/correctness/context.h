@@ -39,6 +39,8 @@ typedef struct {
     char unsupported[512]; /* first ATTN_UNSUPPORTED seen, reported with the case */
     int n_unsupported;
     char failed_checks[256]; /* the failed checks' names, comma-separated */
+    int print_times;         /* $ATTN_CHECK_TIMES=1: each case's checks' wall seconds printed */
+    char check_times[1024];  /* "name=seconds ..." of the case's checks so far */
     char msg[32768];         /* the current check's failure message */
     size_t msg_len;
     /* fwd's inputs after this case's launches (verify_inputs, the check inputs_unchanged):

@@ -24,7 +24,8 @@
  * new child runs the cases after it. One process per case would cost a CUDA context each:
  * about 0.13 s, serialized by the driver across processes.
  * Seeds derive from the kernel, the case and the check (never from the grouping);
- * ATTN_SEED=<n> overrides them. CK_RUN_CASE=<check> runs one check.
+ * ATTN_SEED=<n> overrides them. CK_RUN_CASE=<check> runs one check. ATTN_CHECK_TIMES=1 prints
+ * "TIMES <case>: <check>=<wall seconds> ..." after each case.
  *
  * State: everything a check reads or writes is in one check_ctx, passed to it. Check's test
  * functions take no argument, so they reach it through one pointer (current_ctx), set while
@@ -80,8 +81,19 @@ static void finish(check_ctx *c, const char *check, outcome oc) {
     ck_assert_msg(oc == CHECK_PASS, "%s", c->msg);
 }
 
+/* Notes a check's wall seconds in c->check_times (ATTN_CHECK_TIMES=1). */
+static void note_time(check_ctx *c, const char *check, double s) {
+    size_t n = strlen(c->check_times);
+    if (c->print_times) snprintf(c->check_times + n, sizeof c->check_times - n, " %s=%.3f", check, s);
+}
+
 #define ATTN_CHECK(name, group, summary)                                                        \
-    START_TEST(test_##name) { finish(current_ctx, #name, check_##name(current_ctx)); }          \
+    START_TEST(test_##name) {                                                                   \
+        const double t0 = attn_wall_s();                                                        \
+        const outcome oc = check_##name(current_ctx);                                           \
+        note_time(current_ctx, #name, attn_wall_s() - t0);                                      \
+        finish(current_ctx, #name, oc);                                                         \
+    }                                                                                           \
     END_TEST
 #include "checks.def"
 #undef ATTN_CHECK
@@ -549,7 +561,7 @@ static int child_init(void *ctx) {
 static attn_case_verdict run_checks(check_ctx *x, const char *checks, double t0) {
     const test_case *c = x->tc;
     x->n_unsupported = 0, x->failed_checks[0] = 0, x->unsupported[0] = 0;
-    x->inputs_verified = 0, x->inputs_changed[0] = 0;
+    x->inputs_verified = 0, x->inputs_changed[0] = 0, x->check_times[0] = 0;
     x->verify_inputs = listed(checks, "inputs_unchanged"); /* the large and long tests don't list it */
     current_ctx = x;
     SRunner *sr = srunner_create(make_suite(c->label, checks));
@@ -561,6 +573,7 @@ static attn_case_verdict run_checks(check_ctx *x, const char *checks, double t0)
     for (int k = 0; k < failed; k++) printf("%s\n", tr_msg(tr[k]));
     free(tr);
     srunner_free(sr);
+    if (x->check_times[0]) printf("TIMES %s:%s\n", c->label, x->check_times);
     double s = attn_wall_s() - t0;
     if (failed) {
         printf("CASE %s FAILED %s (%.2f s)\n", c->label, x->failed_checks[0] ? x->failed_checks : "(a Check error)", s);
@@ -665,6 +678,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < s->n_cases; i++) printf("%s\n", s->cases[i].label);
         return 0;
     }
+    const char *times = getenv("ATTN_CHECK_TIMES"); /* where a test's time goes, check by check */
+    s->ctx.print_times = times && !strcmp(times, "1");
     attn_case_runner r = {child_init, run_case, case_label, s, s->n_cases, s->case_timeout_s};
     attn_case_verdict *v = calloc((size_t)s->n_cases, sizeof *v);
     int rc = s->in_process ? attn_run_cases_in_process(&r, v) : attn_run_cases(&r, v, stdout);
