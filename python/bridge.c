@@ -4,7 +4,9 @@
  * parent process) never starts Python. The interpreter starts at the first fwd, in the
  * process that runs the cases (a supervised child: a CUDA context, and Python's threads, do
  * not survive fork, so the parent stays free of both), imports the kernel's module and keeps
- * its runner (python/attn_bridge/runtime.py) for the life of the process. */
+ * its runner (python/attn_bridge/runtime.py) for the life of the process. A kernel that
+ * declares a backward (@fwd.backward) exports bwd, bwd_caps and, when it declares a
+ * workspace, bwd_workspace: their calls go to the same runner. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -99,17 +101,26 @@ static PyObject *fields(const attn_fwd_params *p) {
 #undef PTR
 }
 
-static int python_fwd(const attn_fwd_params *p, cudaStream_t stream) {
+/* Python started and the GIL taken (0), or the kernel cannot run (said once). */
+static int enter(PyGILState_STATE *gil) {
     if (failed || (!runner && start_python())) {
         failed = 1;
-        return PY_ERROR;
+        return -1;
     }
+    *gil = PyGILState_Ensure();
+    return 0;
+}
+
+/* runner.<method>(f, stream, device), its status; f: the fields (a new reference, or NULL) */
+static int call_runner(const char *method, PyObject *(*make_fields)(const void *), const void *p,
+                       cudaStream_t stream) {
+    PyGILState_STATE gil;
+    if (enter(&gil)) return PY_ERROR;
     int device = -1; /* -1: no CUDA device (a raw kernel on a machine without a GPU) */
     if (cudaGetDevice(&device) != cudaSuccess) device = -1, cudaGetLastError();
-    PyGILState_STATE gil = PyGILState_Ensure();
     int rc = PY_ERROR;
-    PyObject *r = get_runner(), *f = r ? fields(p) : NULL, *out = NULL;
-    if (f) out = PyObject_CallFunction(r, "OKi", f, (unsigned long long)(uintptr_t)stream, device);
+    PyObject *r = get_runner(), *f = r ? make_fields(p) : NULL, *out = NULL;
+    if (f) out = PyObject_CallMethod(r, method, "OKi", f, (unsigned long long)(uintptr_t)stream, device);
     if (out && PyLong_Check(out)) rc = (int)PyLong_AsLong(out);
     if (r && !out) {
         fprintf(stderr, "python kernel '%s': the bridge failed:\n", ATTN_PY_NAME);
@@ -121,6 +132,62 @@ static int python_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     return rc;
 }
 
+static PyObject *any_fwd_fields(const void *p) { return fields(p); }
+
+static int python_fwd(const attn_fwd_params *p, cudaStream_t stream) {
+    return call_runner("__call__", any_fwd_fields, p, stream);
+}
+
+#if ATTN_PY_BWD
+/* attn_bwd_params as a dict: the forward problem's fields and the backward's beside them */
+static PyObject *bwd_fields(const attn_bwd_params *p) {
+#define PTR(x) (unsigned long long)(uintptr_t)(x)
+    PyObject *f = fields(p->fwd), *b = f ? Py_BuildValue(
+        "{s:K,s:L,s:L,s:L,s:K,s:L,s:L,s:L,s:K,s:L,s:L,s:L,s:K,s:L,s:L,s:L,s:i,s:K,s:K}", "dout", PTR(p->dout),
+        "do_batch_stride", (long long)p->do_batch_stride, "do_head_stride", (long long)p->do_head_stride,
+        "do_row_stride", (long long)p->do_row_stride, "dq", PTR(p->dq), "dq_batch_stride",
+        (long long)p->dq_batch_stride, "dq_head_stride", (long long)p->dq_head_stride, "dq_row_stride",
+        (long long)p->dq_row_stride, "dk", PTR(p->dk), "dk_batch_stride", (long long)p->dk_batch_stride,
+        "dk_head_stride", (long long)p->dk_head_stride, "dk_row_stride", (long long)p->dk_row_stride, "dv",
+        PTR(p->dv), "dv_batch_stride", (long long)p->dv_batch_stride, "dv_head_stride",
+        (long long)p->dv_head_stride, "dv_row_stride", (long long)p->dv_row_stride, "deterministic",
+        p->deterministic, "workspace", PTR(p->workspace), "workspace_bytes",
+        (unsigned long long)p->workspace_bytes) : NULL;
+#undef PTR
+    if (b && PyDict_Update(f, b)) Py_CLEAR(f);
+    if (!b) Py_CLEAR(f);
+    Py_XDECREF(b);
+    return f;
+}
+
+static PyObject *any_bwd_fields(const void *p) { return bwd_fields(p); }
+
+static int python_bwd(const attn_bwd_params *p, cudaStream_t stream) {
+    return call_runner("bwd", any_bwd_fields, p, stream);
+}
+#endif
+
+#if ATTN_PY_BWD_WORKSPACE
+/* The declared workspace(p); 0 when it fails (said on stderr), and bwd then fails the case. */
+static size_t python_bwd_workspace(const attn_bwd_params *p) {
+    PyGILState_STATE gil;
+    if (enter(&gil)) return 0;
+    size_t bytes = 0;
+    PyObject *r = get_runner(), *f = r ? bwd_fields(p) : NULL;
+    PyObject *out = f ? PyObject_CallMethod(r, "workspace", "O", f) : NULL;
+    if (out) bytes = PyLong_AsSize_t(out);
+    if (r && (!out || PyErr_Occurred())) {
+        fprintf(stderr, "python kernel '%s': the bridge failed:\n", ATTN_PY_NAME);
+        PyErr_Print();
+        bytes = 0;
+    }
+    Py_XDECREF(out);
+    Py_XDECREF(f);
+    PyGILState_Release(gil);
+    return bytes;
+}
+#endif
+
 static const int head_dims[] = {ATTN_PY_HEAD_DIMS 0};
 static const int head_dim_pairs[] = {ATTN_PY_HEAD_DIM_PAIRS 0};
 static const attn_kernel table[] = {{
@@ -130,6 +197,13 @@ static const attn_kernel table[] = {{
     .dtypes = ATTN_PY_DTYPES,
     .head_dims = head_dims[0] ? head_dims : NULL,
     .head_dim_pairs = head_dim_pairs[0] ? head_dim_pairs : NULL,
+#if ATTN_PY_BWD /* a kernel that declares no backward has none */
+    .bwd = python_bwd,
+    .bwd_caps = ATTN_PY_BWD_CAPS,
+#endif
+#if ATTN_PY_BWD_WORKSPACE
+    .bwd_workspace = python_bwd_workspace,
+#endif
 }};
 
 EXPORT const attn_kernel *attn_plugin_kernels(int *count, int *abi_version) {

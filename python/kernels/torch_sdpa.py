@@ -5,6 +5,7 @@ raises) and its log-sum-exp comes back: F.scaled_dot_product_attention returns n
 is_causal is top-left aligned where the ABI's causal is bottom-right. The math backend, whose op
 returns no LSE, runs through F.scaled_dot_product_attention under sdpa_kernel(MATH); its LSE is
 computed beside it in float32. Each declares only what its op takes (python/kernels/README.md).
+sdpa_math has a backward (float32 math, a yardstick for the backward checks).
 """
 import torch
 import torch.nn.functional as F
@@ -127,24 +128,34 @@ def _lse_fp32(p, q, k, mask):
     return torch.logsumexp(s, dim=-1)  # -inf for a row with no visible key
 
 
+def _check_math_size(p):
+    """The math backend materializes the scores (float32, B x H x Sq x Sk) and their softmax
+    (its backward here, three such): beyond a few GiB it is not meant to run, and says so
+    rather than running out of memory."""
+    scores = p.batch * p.heads * p.seqlen_q * p.seqlen_k * 4
+    if scores > _MATH_MAX_SCORE_BYTES:
+        raise ab.Unsupported(f"the math backend would materialize {scores / 2**30:.1f} GiB of scores "
+                             f"(batch {p.batch} x heads {p.heads} x {p.seqlen_q} x {p.seqlen_k} float32; "
+                             f"this adapter's limit {_MATH_MAX_SCORE_BYTES / 2**30:.0f} GiB)")
+
+
+def _math_mask(p):
+    """(seqlen_q, seqlen_k) bool, True where visible; None when nothing is masked."""
+    if not cm.is_masked(p):
+        return None
+    key = cm.window_of(p) + (p.seqlen_q, p.seqlen_k, p.q.device)
+    return _mask_cache.get(key, p.seqlen_q * p.seqlen_k)
+
+
 # The math backend: F.scaled_dot_product_attention with only MATH allowed (it upcasts fp16/bf16
 # to float32 unless allow_fp16_bf16_reduction_math_sdp is set). Masks as a boolean attn_mask;
 # GQA through enable_gqa; any head dims.
 @ab.kernel(name="sdpa_math", caps={"gqa", "window", "head_dim_v"})
 @torch.no_grad()
 def sdpa_math(p):
-    # it materializes the scores (float32, B x H x Sq x Sk) and their softmax: beyond a few GiB
-    # this backend is not meant to run, and says so rather than running out of memory
-    scores = p.batch * p.heads * p.seqlen_q * p.seqlen_k * 4
-    if scores > _MATH_MAX_SCORE_BYTES:
-        raise ab.Unsupported(f"the math backend would materialize {scores / 2**30:.1f} GiB of scores "
-                             f"(batch {p.batch} x heads {p.heads} x {p.seqlen_q} x {p.seqlen_k} float32; "
-                             f"this adapter's limit {_MATH_MAX_SCORE_BYTES / 2**30:.0f} GiB)")
+    _check_math_size(p)
     q, k, v = _bhsd(p)
-    mask = None
-    if cm.is_masked(p):
-        key = cm.window_of(p) + (p.seqlen_q, p.seqlen_k, p.q.device)
-        mask = _mask_cache.get(key, p.seqlen_q * p.seqlen_k)
+    mask = _math_mask(p)
     with sdpa_kernel([SDPBackend.MATH]):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=p.softmax_scale,
                                              enable_gqa=p.heads_k != p.heads)
@@ -152,3 +163,35 @@ def sdpa_math(p):
     if p.lse is not None:
         p.lse.copy_(_lse_fp32(p, q, k, mask))
     cm.zero_empty_rows_dense(p, p.o, p.lse)
+
+
+# Its backward, a yardstick and not fast: the textbook gradients in float32 from q, k, v and
+# dO, P recomputed (the given O and LSE are not read). Query heads are grouped over their KV
+# head, (B, H, S, D) viewed as (B, HK, G * S, D), so that one matmul gives dK and dV summed over
+# the G heads that share a KV head (repeat_interleave and a sum, without the copies). Caps: the
+# forward's. Not declared deterministic: cuBLAS promises bit-identical results only per stream
+# and workspace configuration, which the harness's repeats do not fix.
+@sdpa_math.backward()
+@torch.no_grad()
+def sdpa_math_bwd(p):
+    _check_math_size(p)
+    b, hk, sq, sk = p.batch, p.heads_k, p.seqlen_q, p.seqlen_k
+    g = p.heads // hk
+
+    def grouped(t):  # (B, Sq, H, D) -> float32 (B, HK, G * Sq, D)
+        return t.transpose(1, 2).float().reshape(b, hk, g * sq, t.shape[-1])
+    q, do = grouped(p.q), grouped(p.dout)
+    k, v = p.k.transpose(1, 2).float(), p.v.transpose(1, 2).float()  # (B, HK, Sk, D)
+    s = torch.matmul(q, k.transpose(-1, -2)).mul_(p.softmax_scale)  # (B, HK, G * Sq, Sk)
+    mask = _math_mask(p)
+    if mask is not None:
+        s.view(b, hk, g, sq, sk).masked_fill_(~mask, -_INF)
+    prob = torch.softmax(s, dim=-1)
+    if mask is not None:  # a row that sees no key: NaN from the softmax, 0 here
+        prob.view(b, hk, g, sq, sk).masked_fill_(~mask, 0.0)
+    dp = torch.matmul(do, v.transpose(-1, -2))
+    ds = prob * (dp - (prob * dp).sum(dim=-1, keepdim=True))  # dS = P (dP - rowsum(P dP))
+    dq = torch.matmul(ds, k).mul_(p.softmax_scale).view(b, p.heads, sq, p.head_dim)
+    dk = torch.matmul(ds.transpose(-1, -2), q).mul_(p.softmax_scale)  # (B, HK, Sk, D)
+    dv = torch.matmul(prob.transpose(-1, -2), do)  # (B, HK, Sk, Dv)
+    return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)

@@ -2,7 +2,8 @@
  * probe_kernels.py ("raw" kernels, no torch) load through the harness's loader with their
  * declarations, and a fwd call hands every field of attn_fwd_params, the stream and the
  * layouts' tensors to Python; a Python exception fails the call (traceback on stderr), and
- * attn_bridge.Unsupported answers ATTN_UNSUPPORTED. */
+ * attn_bridge.Unsupported answers ATTN_UNSUPPORTED. A declared backward is exported (bwd,
+ * bwd_caps, bwd_workspace; a fwd-only kernel has none) and its calls behave alike. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,22 +23,51 @@ static const attn_kernel *load(const char *env) {
     return k;
 }
 
-/* fwd with stderr captured into buf */
-static int call(const attn_kernel *k, const attn_fwd_params *p, cudaStream_t s, char *buf, size_t len) {
-    char path[] = "/tmp/attn_bridge_stderr_XXXXXX";
-    int fd = mkstemp(path), saved = dup(2);
+/* stderr goes to a temporary file from capture_start to capture_end, which reads it into buf */
+typedef struct {
+    char path[40];
+    int fd, saved;
+} capture;
+
+static void capture_start(capture *c) {
+    strcpy(c->path, "/tmp/attn_bridge_stderr_XXXXXX");
+    c->fd = mkstemp(c->path), c->saved = dup(2);
     fflush(stderr);
-    dup2(fd, 2);
-    int rc = k->fwd(p, s);
+    dup2(c->fd, 2);
+}
+
+static void capture_end(capture *c, char *buf, size_t len) {
     fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    FILE *f = fopen(path, "r");
+    dup2(c->saved, 2);
+    close(c->saved);
+    FILE *f = fopen(c->path, "r");
     size_t got = f ? fread(buf, 1, len - 1, f) : 0;
     buf[got] = 0;
     if (f) fclose(f);
-    close(fd);
-    unlink(path);
+    close(c->fd);
+    unlink(c->path);
+}
+
+/* fwd with stderr captured into buf */
+static int call(const attn_kernel *k, const attn_fwd_params *p, cudaStream_t s, char *buf, size_t len) {
+    capture c;
+    capture_start(&c);
+    int rc = k->fwd(p, s);
+    capture_end(&c, buf, len);
+    return rc;
+}
+
+/* bwd (or, when ws is set, bwd_workspace into *ws) with stderr captured into buf */
+static int call_bwd(const attn_kernel *k, const attn_bwd_params *p, cudaStream_t s, size_t *ws, char *buf,
+                    size_t len) {
+    capture c;
+    capture_start(&c);
+    int rc = ATTN_OK;
+    if (ws)
+        *ws = k->bwd_workspace(p);
+    else
+        rc = k->bwd(p, s);
+    capture_end(&c, buf, len);
     return rc;
 }
 
@@ -59,6 +89,25 @@ static attn_fwd_params distinct(void) {
     return p;
 }
 
+/* a backward problem, every field different: packed Q and K (no paged backward in the ABI) */
+static attn_fwd_params distinct_bwd_fwd(void) {
+    attn_fwd_params p = distinct();
+    p.block_table = NULL, p.block_table_stride = 0, p.page_size = 0, p.num_pages = 0;
+    p.cu_seqlens_k = (const int32_t *)0x70000, p.total_k = 55;
+    return p;
+}
+
+static attn_bwd_params distinct_bwd(const attn_fwd_params *f) {
+    attn_bwd_params b = {0};
+    b.fwd = f;
+    b.dout = (const void *)0xa0000, b.do_batch_stride = 2001, b.do_head_stride = 2002, b.do_row_stride = 2003;
+    b.dq = (void *)0xb0000, b.dq_batch_stride = 2004, b.dq_head_stride = 2005, b.dq_row_stride = 2006;
+    b.dk = (void *)0xc0000, b.dk_batch_stride = 2007, b.dk_head_stride = 2008, b.dk_row_stride = 2009;
+    b.dv = (void *)0xd0000, b.dv_batch_stride = 2010, b.dv_head_stride = 0, b.dv_row_stride = 2012;
+    b.deterministic = 1, b.workspace = (void *)0xe0000, b.workspace_bytes = 3001;
+    return b;
+}
+
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "r");
     ck_assert_msg(f, "%s was not written", path);
@@ -69,7 +118,15 @@ static char *slurp(const char *path) {
     return buf;
 }
 
-#define HAS(text, line) ck_assert_msg(strstr(text, line "\n"), "missing '%s' in:\n%s", line, text)
+/* every line of lines[n] is a whole line of out; returns how many lines of out start "field " */
+static int expect_lines(const char *out, const char *const *lines, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(strstr(out, lines[i]) && strstr(out, lines[i])[strlen(lines[i])] == '\n',
+                      "missing '%s' in:\n%s", lines[i], out);
+    int fields = 0;
+    for (const char *c = out; (c = strstr(c, "field ")); c++) fields++;
+    return fields;
+}
 
 START_TEST(declaration_through_the_loader) {
     const attn_kernel *k = load("ATTN_PROBE_RECORD");
@@ -85,6 +142,85 @@ START_TEST(declaration_through_the_loader) {
     ck_assert_int_eq(k->head_dims[1], 0);
     ck_assert_uint_eq(k->caps, 0);
     ck_assert_uint_eq(k->dtypes, 3);
+}
+END_TEST
+
+START_TEST(a_declared_backward_is_exported) {
+    const attn_kernel *k = load("ATTN_PROBE_RECORD");
+    ck_assert_ptr_nonnull(k->bwd);
+    ck_assert_ptr_nonnull(k->bwd_workspace);
+    ck_assert_uint_eq(k->bwd_caps, ATTN_CAP_GQA | ATTN_CAP_VARLEN | ATTN_CAP_SOFTCAP | ATTN_BWD_DETERMINISTIC);
+    k = load("ATTN_PROBE_UNSUPPORTED"); /* caps: the forward's (none); no workspace declared */
+    ck_assert_ptr_nonnull(k->bwd);
+    ck_assert_ptr_null(k->bwd_workspace);
+    ck_assert_uint_eq(k->bwd_caps, 0);
+    k = load("ATTN_PROBE_NOOP"); /* fwd only */
+    ck_assert_ptr_null(k->bwd);
+    ck_assert_ptr_null(k->bwd_workspace);
+    ck_assert_uint_eq(k->bwd_caps, 0);
+}
+END_TEST
+
+START_TEST(every_bwd_field_reaches_python) {
+    const attn_kernel *k = load("ATTN_PROBE_RECORD");
+    const attn_fwd_params f = distinct_bwd_fwd();
+    const attn_bwd_params b = distinct_bwd(&f);
+    char err[4096];
+    size_t ws = 0;
+    ck_assert_int_eq(call_bwd(k, &b, NULL, &ws, err, sizeof err), ATTN_OK);
+    ck_assert_msg(ws == 3001, "bwd_workspace gave %zu (want 1000 * batch + deterministic): %s", ws, err);
+    int rc = call_bwd(k, &b, (cudaStream_t)0xabc0, NULL, err, sizeof err);
+    ck_assert_msg(rc == ATTN_OK, "bwd returned %d: %s", rc, err);
+    const char *out = slurp(getenv("ATTN_PROBE_OUT"));
+    static const char *const lines[] = {
+        "field dtype 1", "field batch 3", "field heads 12", "field head_dim 192", "field softcap 30.5",
+        "field q 65536", "field o 262144", "field lse 327680", "field cu_seqlens_k 458752", "field total_k 55",
+        "field block_table 0", "field dout 655360", "field do_batch_stride 2001", "field do_head_stride 2002",
+        "field do_row_stride 2003", "field dq 720896", "field dq_batch_stride 2004", "field dq_head_stride 2005",
+        "field dq_row_stride 2006", "field dk 786432", "field dk_batch_stride 2007", "field dk_head_stride 2008",
+        "field dk_row_stride 2009", "field dv 851968", "field dv_batch_stride 2010", "field dv_head_stride 0",
+        "field dv_row_stride 2012", "field deterministic 1", "field workspace 917504",
+        "field workspace_bytes 3001",
+        /* packed Q (29 rows) and K (55 rows): dO as O, dQ as Q, dK as K, dV as V, own strides */
+        "spec q 65536 29,12,192 1003,1002,1 bf16", "spec k 131072 55,4,192 1006,1005,1 bf16",
+        "spec dout 655360 29,12,128 2003,2002,1 bf16", "spec dq 720896 29,12,192 2006,2005,1 bf16",
+        "spec dk 786432 55,4,192 2009,2008,1 bf16", "spec dv 851968 55,4,128 2012,0,1 bf16",
+        "spec workspace 917504 3001 1 u8", "spec lse 327680 12,29 29,1 f32", "spec block_table none",
+        "stream 43968", "problem bf16 128 True True True False", "backward True True 3001"};
+    /* every field of attn_fwd_params and attn_bwd_params (but fwd) and none more */
+    ck_assert_int_eq(expect_lines(out, lines, sizeof lines / sizeof lines[0]), 39 + 19);
+}
+END_TEST
+
+START_TEST(a_bwd_exception_fails_the_call_with_its_traceback) {
+    const attn_kernel *k = load("ATTN_PROBE_RAISES");
+    attn_fwd_params f = distinct_bwd_fwd(); /* batch 3: the probe's workspace(p) divides by 0 */
+    attn_bwd_params b = distinct_bwd(&f);
+    b.workspace = NULL, b.workspace_bytes = 0;
+    char err[8192];
+    size_t ws = 7;
+    call_bwd(k, &b, NULL, &ws, err, sizeof err);
+    ck_assert_msg(ws == 0 && strstr(err, "probe_raises': workspace(p) raised:") && strstr(err, "ZeroDivisionError"),
+                  "bwd_workspace gave %zu:\n%s", ws, err);
+    ck_assert_int_eq(call_bwd(k, &b, NULL, NULL, err, sizeof err), 3); /* and bwd fails with it */
+    ck_assert_msg(strstr(err, "python kernel 'probe_raises' raised:") && strstr(err, "ZeroDivisionError"), "%s", err);
+    f.batch = 4; /* the workspace asks 1 byte; the harness gave 0 */
+    ck_assert_int_eq(call_bwd(k, &b, NULL, NULL, err, sizeof err), 3);
+    ck_assert_msg(strstr(err, "the harness gave 0 workspace bytes; the kernel's workspace(p) asks 1"), "%s", err);
+    f.batch = 5; /* no workspace: the backward itself raises */
+    ck_assert_int_eq(call_bwd(k, &b, NULL, NULL, err, sizeof err), 3);
+    ck_assert_msg(strstr(err, "Traceback") && strstr(err, "ValueError: probe backward failure at batch 5"), "%s", err);
+}
+END_TEST
+
+START_TEST(an_unsupported_bwd_is_not_a_failure) {
+    const attn_kernel *k = load("ATTN_PROBE_UNSUPPORTED");
+    const attn_fwd_params f = distinct_bwd_fwd();
+    const attn_bwd_params b = distinct_bwd(&f);
+    char err[4096];
+    ck_assert_int_eq(call_bwd(k, &b, NULL, NULL, err, sizeof err), ATTN_UNSUPPORTED);
+    ck_assert_msg(strstr(err, "python kernel 'probe_unsupported': not supported: probe's backward says no"), "%s",
+                  err);
 }
 END_TEST
 
@@ -112,12 +248,8 @@ START_TEST(every_field_reaches_python) {
         "spec lse 327680 12,29 29,1 f32", "spec cu_seqlens_q 393216 4 1 i32", "spec cu_seqlens_k none",
         "spec block_table 524288 3,5 5,1 i32", "spec seqused_k 589824 3 1 i32", "stream 43968",
         "problem bf16 128 True True False True"};
-    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
-        ck_assert_msg(strstr(out, lines[i]) && strstr(out, lines[i])[strlen(lines[i])] == '\n',
-                      "missing '%s' in:\n%s", lines[i], out);
-    int fields = 0;
-    for (const char *c = out; (c = strstr(c, "field ")); c++) fields++;
-    ck_assert_int_eq(fields, 39); /* every field of attn_fwd_params but none more */
+    /* every field of attn_fwd_params but none more */
+    ck_assert_int_eq(expect_lines(out, lines, sizeof lines / sizeof lines[0]), 39);
 }
 END_TEST
 
@@ -151,6 +283,10 @@ int main(void) {
     tcase_add_test(tc, every_field_reaches_python);
     tcase_add_test(tc, an_exception_fails_the_call_with_its_traceback);
     tcase_add_test(tc, unsupported_is_not_a_failure);
+    tcase_add_test(tc, a_declared_backward_is_exported);
+    tcase_add_test(tc, every_bwd_field_reaches_python);
+    tcase_add_test(tc, a_bwd_exception_fails_the_call_with_its_traceback);
+    tcase_add_test(tc, an_unsupported_bwd_is_not_a_failure);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one process, one interpreter, as the harness runs it */

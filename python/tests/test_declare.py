@@ -34,9 +34,54 @@ class Declarations(unittest.TestCase):
 
     def test_cmake_lines_are_the_abi_bits(self):
         d = ab.Declaration("k", caps={"gqa", "paged", "seqused_k"}, dtypes=("bf16",), head_dims=(64, 128))
-        self.assertEqual(d.cmake_lines(), ["name=k", "caps=97", "dtypes=2", "head_dims=64,128", "head_dim_pairs="])
+        self.assertEqual(d.cmake_lines(), ["name=k", "caps=97", "dtypes=2", "head_dims=64,128", "head_dim_pairs=",
+                                           "bwd=0", "bwd_caps=0", "bwd_workspace=0"])
         d = ab.Declaration("k", caps={"head_dim_v"}, head_dim_pairs=((192, 128), (64, 64)))
-        self.assertEqual(d.cmake_lines()[1:], ["caps=8", "dtypes=3", "head_dims=", "head_dim_pairs=192,128,64,64"])
+        self.assertEqual(d.cmake_lines()[1:5], ["caps=8", "dtypes=3", "head_dims=", "head_dim_pairs=192,128,64,64"])
+
+
+class Backwards(unittest.TestCase):
+    """@fwd.backward(...): attn_kernel.bwd, bwd_caps and bwd_workspace."""
+
+    @staticmethod
+    def fwd(caps=("gqa", "paged", "window")):
+        @ab.kernel(name="k", caps=set(caps))
+        def fwd(p):
+            pass
+        return fwd
+
+    def test_caps_default_to_the_forwards_less_paged(self):
+        fwd = self.fwd()
+
+        @fwd.backward()
+        def bwd(p):
+            pass
+        self.assertIs(fwd.attn_kernel.backward.fn, bwd)
+        self.assertEqual(fwd.attn_kernel.cmake_lines()[5:], ["bwd=1", "bwd_caps=3", "bwd_workspace=0"])
+
+    def test_deterministic_and_workspace(self):
+        fwd = self.fwd()
+        fwd.backward(caps={"softcap"}, deterministic=True, workspace=lambda p: 4 * p.batch)(lambda p: None)
+        self.assertEqual(fwd.attn_kernel.cmake_lines()[5:], ["bwd=1", f"bwd_caps={4 | 1 << 31}", "bwd_workspace=1"])
+        self.assertEqual(fwd.attn_kernel.backward.workspace(type("P", (), {"batch": 3})), 12)
+
+    def test_bad_backwards_name_the_field(self):
+        for kwargs, message in [
+            (dict(caps={"rope"}), "backward caps: unknown ['rope']"),
+            (dict(caps={"paged"}), "'paged' has no backward"),
+            (dict(deterministic=1), "deterministic=1: need True or False"),
+            (dict(workspace=64), "workspace=64: need a callable"),
+        ]:
+            with self.subTest(kwargs=kwargs):
+                with self.assertRaises(ab.DeclarationError) as e:
+                    self.fwd().backward(**kwargs)(lambda p: None)
+                self.assertIn(message, str(e.exception))
+        fwd = self.fwd()
+        fwd.backward()(lambda p: None)
+        with self.assertRaisesRegex(ab.DeclarationError, "a backward is already attached"):
+            fwd.backward()(lambda p: None)
+        with self.assertRaisesRegex(ab.DeclarationError, "needs its parentheses"):
+            self.fwd().backward(lambda p: None)
 
 
 class Cli(unittest.TestCase):
@@ -63,7 +108,8 @@ class Cli(unittest.TestCase):
 
     def test_good(self):
         rc, out = self.declare("good_mod:fwd", {"good_mod": self.GOOD})
-        self.assertEqual((rc, out), (0, "name=good\ncaps=2\ndtypes=3\nhead_dims=64\nhead_dim_pairs=\nroot=<dir>\n"))
+        self.assertEqual((rc, out), (0, "name=good\ncaps=2\ndtypes=3\nhead_dims=64\nhead_dim_pairs=\n"
+                                   "bwd=0\nbwd_caps=0\nbwd_workspace=0\nroot=<dir>\n"))
 
     def test_errors(self):
         for spec, modules, rc_want, message in [
@@ -129,6 +175,19 @@ class Specs(unittest.TestCase):
         self.assertEqual(s["block_table"], (0x8000, (2, 4), (4, 1), "i32"))
         self.assertEqual(s["seqused_k"], (0x9000, (2,), (1,), "i32"))
         self.assertEqual(s["q"][1], (9, 8, 64))
+
+    def test_backward(self):
+        f = fields(lse=0x5000, dout=0xa000, dq=0xb000, dk=0xc000, dv=0xd000, deterministic=0, workspace=0,
+                   workspace_bytes=0, head_dim_v=32)
+        for t, (b, h, r) in dict(do=(1, 2, 3), dq=(4, 5, 6), dk=(7, 8, 9), dv=(10, 0, 12)).items():
+            f.update({t + "_batch_stride": b, t + "_head_stride": h, t + "_row_stride": r})
+        s = self.shapes(f)
+        self.assertEqual(s["dout"], (0xa000, (2, 5, 8, 32), (1, 3, 2, 1), "fp16"))
+        self.assertEqual(s["dq"], (0xb000, (2, 5, 8, 64), (4, 6, 5, 1), "fp16"))
+        self.assertEqual(s["dk"], (0xc000, (2, 7, 2, 64), (7, 9, 8, 1), "fp16"))
+        self.assertEqual(s["dv"], (0xd000, (2, 7, 2, 32), (10, 12, 0, 1), "fp16"))
+        self.assertIsNone(s["workspace"])
+        self.assertNotIn("dq", self.shapes(fields()))  # a forward call has no gradients
 
 
 if __name__ == "__main__":
