@@ -12,10 +12,6 @@
 
 #include <cuda_runtime_api.h>
 
-/* Tensor t's inputs come from seed + t * TENSOR_SEED_STEP: the values the correctness suite
- * has always used, so a seed in an old report still reproduces its case. */
-static const uint64_t TENSOR_SEED_STEP = 0x632be59bd9b4e019ull;
-
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -304,7 +300,7 @@ int attn_gpu_problem_fill(attn_gpu_problem *x, uint64_t seed, cudaStream_t strea
         const attn_tensor_view v = attn_gpu_problem_view(x, (attn_tensor_id)t);
         const float sigma = t == ATTN_T_V ? x->desc.sigma_v : x->desc.sigma_qk;
         GP_TRY(attn_fill_normal_view(attn_gpu_problem_data(x, (attn_tensor_id)t), x->desc.dtype, &v,
-                                     seed + (uint64_t)t * TENSOR_SEED_STEP, sigma, stream));
+                                     seed + (uint64_t)t * ATTN_TENSOR_SEED_STEP, sigma, stream));
     }
     return 0;
 }
@@ -397,7 +393,7 @@ static int tensor_changes(const attn_gpu_problem *x, attn_tensor_id t, attn_inpu
     const float sigma = t == ATTN_T_V ? x->desc.sigma_v : x->desc.sigma_qk;
     attn_fill_diff d;
     GP_TRY(attn_diff_fill_view(x->buf[t], x->bytes[t], ATTN_GUARD_BYTES, x->desc.dtype, &v,
-                               x->desc.seed + (uint64_t)t * TENSOR_SEED_STEP, sigma, ATTN_POISON, &d, stream));
+                               x->desc.seed + (uint64_t)t * ATTN_TENSOR_SEED_STEP, sigma, ATTN_POISON, &d, stream));
     memset(ch, 0, sizeof *ch);
     ch->name = names[t], ch->tensor = t;
     ch->count = d.count, ch->first = d.first, ch->was = d.filled;

@@ -14,9 +14,8 @@
 
 const char *const attn_grad_names[3] = {"dQ", "dK", "dV"};
 
-/* dO's values: from the problem's seed as Q, K and V's are (gpu_problem.c's step), a fifth
- * tensor after them */
-static const uint64_t DO_SEED_STEP = 0x632be59bd9b4e019ull * 5;
+/* dO's values: from the problem's seed as Q, K and V's are, a fifth tensor after them */
+static const uint64_t DO_SEED_STEP = ATTN_TENSOR_SEED_STEP * 5;
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;

@@ -233,17 +233,22 @@ static outcome repeated(check_ctx *c, attn_bwd_problem *x, int n, int determinis
     return oc;
 }
 
+/* A check of n launches of its case's problem (deterministic asked for when declared). */
+static outcome repeated_check(check_ctx *c, int check_no, const char *name, int n) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, check_no);
+    const int det = declares_deterministic(c);
+    int fail;
+    outcome oc = prepare_bwd(c, &x, &d, NULL, det, name, &fail);
+    if (!fail) oc = repeated(c, &x, n, det);
+    attn_bwd_problem_free(&x);
+    return oc;
+}
+
 /* 17. deterministic = 1 (a kernel that declares ATTN_BWD_DETERMINISTIC): three launches
  * bit-identical; else deterministic = 0: each of three within the verdict */
 outcome check_bwd_determinism(check_ctx *c) {
-    attn_bwd_problem x;
-    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_determinism);
-    const int det = declares_deterministic(c);
-    int fail;
-    outcome oc = prepare_bwd(c, &x, &d, NULL, det, "bwd_determinism", &fail);
-    if (!fail) oc = repeated(c, &x, DETERMINISM_LAUNCHES, det);
-    attn_bwd_problem_free(&x);
-    return oc;
+    return repeated_check(c, CHECK_NO_bwd_determinism, "bwd_determinism", DETERMINISM_LAUNCHES);
 }
 
 /* 18. BHSD and padded layouts of every tensor, dO's and O's differing (a dense problem; a
@@ -320,14 +325,7 @@ done:
 /* 20. a race shows as a result that varies: twenty launches of one problem, each judged, and
  * bit-identical when the kernel declares ATTN_BWD_DETERMINISTIC (asked for) */
 outcome check_bwd_race(check_ctx *c) {
-    attn_bwd_problem x;
-    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_race);
-    const int det = declares_deterministic(c);
-    int fail;
-    outcome oc = prepare_bwd(c, &x, &d, NULL, det, "bwd_race", &fail);
-    if (!fail) oc = repeated(c, &x, RACE_LAUNCHES, det);
-    attn_bwd_problem_free(&x);
-    return oc;
+    return repeated_check(c, CHECK_NO_bwd_race, "bwd_race", RACE_LAUNCHES);
 }
 
 /* 21. bwd under CUDA graph capture (global mode, a fresh stream): two replays, each on
