@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "device_memory.h"
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -208,14 +209,14 @@ static int normalize(attn_problem_desc *d, char *err, size_t errlen) {
 /* n int32 from the host into a new device array */
 static int upload_i32(int32_t **dst, const int32_t *src, size_t n, char *err, size_t errlen) {
     if (!src) return 0;
-    GP_TRY(cudaMalloc((void **)dst, n * sizeof(int32_t)));
+    GP_TRY(attn_dev_malloc((void **)dst, n * sizeof(int32_t)));
     GP_TRY(cudaMemcpy(*dst, src, n * sizeof(int32_t), cudaMemcpyHostToDevice));
     return 0;
 }
 
 static int allocate(attn_gpu_problem *x, char *err, size_t errlen) {
     for (int t = 0; t < 4; t++) x->bytes[t] = 2 * ATTN_GUARD_BYTES + (size_t)x->st[t].extent * 2;
-    for (int t = 0; t < ATTN_N_TENSORS; t++) GP_TRY(cudaMalloc(&x->buf[t], x->bytes[t]));
+    for (int t = 0; t < ATTN_N_TENSORS; t++) GP_TRY(attn_dev_malloc(&x->buf[t], x->bytes[t]));
     const int nseq = x->desc.nseq;
     if (nseq == 0) return 0;
     const attn_problem_host *h = &x->host;
@@ -225,8 +226,8 @@ static int allocate(attn_gpu_problem *x, char *err, size_t errlen) {
         upload_i32(&x->table, h->block_table, (size_t)nseq * x->seqs.block_table_stride, err, errlen) ||
         upload_i32(&x->used, h->seqused_k, (size_t)nseq, err, errlen))
         return 1;
-    GP_TRY(cudaMalloc(&x->o_dense, x->o_elems * 2));
-    GP_TRY(cudaMalloc((void **)&x->lse_dense, x->rows * 4));
+    GP_TRY(attn_dev_malloc(&x->o_dense, x->o_elems * 2));
+    GP_TRY(attn_dev_malloc((void **)&x->lse_dense, x->rows * 4));
     return 0;
 }
 
@@ -274,9 +275,9 @@ int attn_gpu_problem_build(attn_gpu_problem *x, const attn_problem_desc *d, cuda
 }
 
 void attn_gpu_problem_free(attn_gpu_problem *x) {
-    for (int t = 0; t < ATTN_N_TENSORS; t++) cudaFree(x->buf[t]);
+    for (int t = 0; t < ATTN_N_TENSORS; t++) attn_dev_free(x->buf[t]);
     void *dev[] = {x->g, x->r, x->lg, x->cu_q, x->cu_k, x->table, x->used, x->o_dense, x->lse_dense};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) attn_dev_free(dev[i]);
     attn_seqs_free(&x->seqs);
     memset(x, 0, sizeof *x);
 }
@@ -307,9 +308,9 @@ int attn_gpu_problem_fill(attn_gpu_problem *x, uint64_t seed, cudaStream_t strea
 
 int attn_gpu_problem_references(attn_gpu_problem *x, attn_reference *ref, cudaStream_t stream, char *err,
                                 size_t errlen) {
-    if (!x->g) GP_TRY(cudaMalloc((void **)&x->g, x->o_elems * 4));
-    if (!x->r) GP_TRY(cudaMalloc((void **)&x->r, x->o_elems * 4));
-    if (!x->lg) GP_TRY(cudaMalloc((void **)&x->lg, x->rows * 4));
+    if (!x->g) GP_TRY(attn_dev_malloc((void **)&x->g, x->o_elems * 4));
+    if (!x->r) GP_TRY(attn_dev_malloc((void **)&x->r, x->o_elems * 4));
+    if (!x->lg) GP_TRY(attn_dev_malloc((void **)&x->lg, x->rows * 4));
     /* NaN until the reference writes them: a reference gap shows as NaN, and compute-sanitizer's
      * initcheck, which sanitize.sh filters to the kernel under test and so never sees the
      * reference's own kernels write, finds these buffers initialized when they are read */
@@ -356,7 +357,7 @@ int attn_gpu_problem_snapshot(const attn_gpu_problem *x, unsigned tensors, attn_
     for (int t = 0; t < ATTN_N_TENSORS; t++) {
         if (!(tensors & ATTN_TENSOR_BIT(t))) continue;
         s->bytes[t] = x->bytes[t];
-        GP_TRY(cudaMalloc(&s->buf[t], s->bytes[t]));
+        GP_TRY(attn_dev_malloc(&s->buf[t], s->bytes[t]));
         GP_TRY(cudaMemcpyAsync(s->buf[t], x->buf[t], s->bytes[t], cudaMemcpyDeviceToDevice, stream));
     }
     return 0;
@@ -370,7 +371,7 @@ int attn_gpu_problem_restore(attn_gpu_problem *x, const attn_gpu_snapshot *s, cu
 }
 
 void attn_gpu_snapshot_free(attn_gpu_snapshot *s) {
-    for (int t = 0; t < ATTN_N_TENSORS; t++) cudaFree(s->buf[t]);
+    for (int t = 0; t < ATTN_N_TENSORS; t++) attn_dev_free(s->buf[t]);
     memset(s, 0, sizeof *s);
 }
 

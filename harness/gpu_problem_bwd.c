@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "device_memory.h"
 #include "problem.h"
 
 const char *const attn_grad_names[3] = {"dQ", "dK", "dV"};
@@ -126,11 +127,11 @@ static int allocate(attn_bwd_problem *x, char *err, size_t errlen) {
     for (int t = 0; t < 4; t++) x->bytes[t] = 2 * ATTN_GUARD_BYTES + (size_t)x->st[t].extent * 2;
     x->bytes[ATTN_G_WS] = x->bp.workspace_bytes ? x->bp.workspace_bytes + 2 * ATTN_GUARD_BYTES : 0;
     for (int t = 0; t < ATTN_N_BWD_BUFS; t++)
-        if (x->bytes[t]) GB_TRY(cudaMalloc(&x->buf[t], x->bytes[t]));
+        if (x->bytes[t]) GB_TRY(attn_dev_malloc(&x->buf[t], x->bytes[t]));
     for (int i = 0; i < 3; i++) {
-        GB_TRY(cudaMalloc((void **)&x->g[i], x->elems[i] * 4));
-        GB_TRY(cudaMalloc((void **)&x->r[i], x->elems[i] * 4));
-        if (x->f.desc.nseq > 0) GB_TRY(cudaMalloc(&x->dense[i], x->elems[i] * 2));
+        GB_TRY(attn_dev_malloc((void **)&x->g[i], x->elems[i] * 4));
+        GB_TRY(attn_dev_malloc((void **)&x->r[i], x->elems[i] * 4));
+        if (x->f.desc.nseq > 0) GB_TRY(attn_dev_malloc(&x->dense[i], x->elems[i] * 2));
     }
     return 0;
 }
@@ -202,8 +203,8 @@ int attn_bwd_problem_poison(attn_bwd_problem *x, unsigned bufs, cudaStream_t str
 }
 
 void attn_bwd_problem_free(attn_bwd_problem *x) {
-    for (int t = 0; t < ATTN_N_BWD_BUFS; t++) cudaFree(x->buf[t]);
-    for (int i = 0; i < 3; i++) cudaFree(x->g[i]), cudaFree(x->r[i]), cudaFree(x->dense[i]);
+    for (int t = 0; t < ATTN_N_BWD_BUFS; t++) attn_dev_free(x->buf[t]);
+    for (int i = 0; i < 3; i++) attn_dev_free(x->g[i]), attn_dev_free(x->r[i]), attn_dev_free(x->dense[i]);
     attn_gpu_problem_free(&x->f);
     memset(x, 0, sizeof *x);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_memory.h"
 enum { GRID = 1024, BLOCK = 256 };
 
 __device__ __forceinline__ float load_f(const __half *p) { return __half2float(*p); }
@@ -104,7 +105,7 @@ template <class Pred>
 static cudaError_t run_match(Pred pred, unsigned long long n, attn_match *out, cudaStream_t stream) {
     DevMatch init = {0, ~0ull}, host;
     DevMatch *dm;
-    cudaError_t e = cudaMallocAsync((void **)&dm, sizeof *dm, stream);
+    cudaError_t e = attn_dev_malloc_async((void **)&dm, sizeof *dm, stream);
     if (e != cudaSuccess) return e;
     e = cudaMemcpyAsync(dm, &init, sizeof init, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess && n) {
@@ -291,7 +292,7 @@ extern "C" cudaError_t attn_output_stats_gpu(const attn_fwd_params *p, const flo
     DevStats init = {}, host;
     init.first_nonfinite = init.first_empty = ~0ull;
     DevStats *dst;
-    cudaError_t e = cudaMalloc((void **)&dst, sizeof *dst);
+    cudaError_t e = attn_dev_malloc((void **)&dst, sizeof *dst);
     if (e != cudaSuccess) return e;
     e = cudaMemcpyAsync(dst, &init, sizeof init, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess) {
@@ -303,7 +304,7 @@ extern "C" cudaError_t attn_output_stats_gpu(const attn_fwd_params *p, const flo
     }
     if (e == cudaSuccess) e = cudaMemcpyAsync(&host, dst, sizeof host, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    cudaFree(dst);
+    attn_dev_free(dst);
     if (e != cudaSuccess) return e;
     memset(out, 0, sizeof *out);
     out->max_err = float_from_bits((unsigned int)(host.max_err_key >> 32));
@@ -377,7 +378,7 @@ extern "C" cudaError_t attn_lse_verdict_gpu(const float *lse, const float *lg, s
     if (rows >= 0xffffffffull) return cudaErrorInvalidValue; /* the row must fit the key's 32 bits */
     DevLse init = {0, ~0ull, 0, 0}, host;
     DevLse *dst;
-    cudaError_t e = cudaMallocAsync((void **)&dst, sizeof *dst, stream);
+    cudaError_t e = attn_dev_malloc_async((void **)&dst, sizeof *dst, stream);
     if (e != cudaSuccess) return e;
     e = cudaMemcpyAsync(dst, &init, sizeof init, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess) {
@@ -550,7 +551,7 @@ extern "C" cudaError_t attn_diff_fill_view(const void *buf, size_t bytes, size_t
     if (n >> 48 || bytes < 2 * guard) return cudaErrorInvalidValue; /* the index must fit the key's 48 bits */
     DevFillDiff init = {0, ~0ull, 0, ~0ull}, host;
     DevFillDiff *dev;
-    cudaError_t e = cudaMallocAsync((void **)&dev, sizeof *dev, stream);
+    cudaError_t e = attn_dev_malloc_async((void **)&dev, sizeof *dev, stream);
     if (e != cudaSuccess) return e;
     e = cudaMemcpyAsync(dev, &init, sizeof init, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess) {

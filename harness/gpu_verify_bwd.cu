@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "device_memory.h"
 #include "gpu_verify.h"
 
 namespace {
@@ -76,7 +77,7 @@ extern "C" cudaError_t attn_pack_rows(const float *dense, attn_store_type type, 
 extern "C" cudaError_t attn_clear_stale_rows(void *t, attn_dtype dtype, const attn_tensor_view *v,
                                              const int32_t *used, attn_match *out, cudaStream_t stream) {
     unsigned long long *dev, host[2] = {0, ~0ull};
-    cudaError_t e = cudaMalloc((void **)&dev, sizeof host);
+    cudaError_t e = attn_dev_malloc((void **)&dev, sizeof host);
     if (e != cudaSuccess) return e;
     e = cudaMemcpyAsync(dev, host, sizeof host, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess) {
@@ -88,7 +89,7 @@ extern "C" cudaError_t attn_clear_stale_rows(void *t, attn_dtype dtype, const at
     }
     if (e == cudaSuccess) e = cudaMemcpyAsync(host, dev, sizeof host, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    cudaFree(dev);
+    attn_dev_free(dev);
     out->count = host[0], out->first = host[0] ? host[1] : 0;
     return e;
 }

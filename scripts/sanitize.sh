@@ -24,7 +24,9 @@ san=${ATTN_COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/
 # the suite's own GPU check, with no check selected: exits 77 without a GPU
 probe=$(CK_RUN_CASE=none "$@" 2>&1)
 [ $? -eq 77 ] && { echo "$probe" | tail -1; exit 77; }
-"$san" --tool "$tool" --error-exitcode 86 "$@"
+# the harness's buffers by cudaMalloc, not from its pool (harness/device_memory.h): the tool
+# then sees each as an allocation of its own
+ATTN_DEVICE_POOL=0 "$san" --tool "$tool" --error-exitcode 86 "$@"
 rc=$?
 case $rc in
   0) echo "sanitize: $tool clean"; exit 0 ;;

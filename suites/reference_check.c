@@ -49,6 +49,7 @@
 #include <cuda_runtime_api.h>
 
 #include "args.h"
+#include "device_memory.h"
 #include "gpu_problem.h"
 #include "harness.h"
 #include "oracle.h"
@@ -134,9 +135,9 @@ static ref_check *the_run;
 
 /* The backward's buffers (CUDA calls only for those allocated). */
 static void free_grads(struct grad_case *gr) {
-    if (gr->dout) cudaFree(gr->dout);
+    if (gr->dout) attn_dev_free(gr->dout);
     for (int g = 0; g < N_GRADS; g++) {
-        if (gr->dev[g]) cudaFree(gr->dev[g]);
+        if (gr->dev[g]) attn_dev_free(gr->dev[g]);
         free(gr->x[g]), free(gr->bound[g]), free(gr->g[g]), free(gr->r[g]);
     }
     free(gr->hdo), free(gr->ho), free(gr->xdo);
@@ -401,7 +402,7 @@ static void make_dout(struct oracle_case *c) {
     /* as the problem's O: packed without cu_seqlens_q (every sequence as long), max_seqlen_q rows apart */
     gr->st_do[0] = !c->packed ? v.batch_stride : c->x.p.cu_seqlens_q ? 0 : (int64_t)c->sq * v.row_stride;
     gr->st_do[1] = v.head_stride, gr->st_do[2] = v.row_stride;
-    CK_CUDA(cudaMalloc(&gr->dout, gr->n_do * 2));
+    CK_CUDA(attn_dev_malloc(&gr->dout, gr->n_do * 2));
     CK_CUDA(cudaMemset(gr->dout, ATTN_POISON, gr->n_do * 2));
     CK_CUDA(attn_fill_normal_view(gr->dout, c->dtype, &v, attn_seed_from_name(c->name) + 7, 1.0f, 0));
     gr->hdo = malloc(gr->n_do * 2), gr->xdo = calloc(c->no, 8);
@@ -451,7 +452,7 @@ static void run_backward(attn_reference *ref, struct oracle_case *c) {
         int heads, rows, dim;
         grad_shape(c, g, &heads, &rows, &dim);
         gr->n[g] = (size_t)c->batch * heads * rows * dim;
-        CK_CUDA(cudaMalloc((void **)&gr->dev[g], gr->n[g] * 4));
+        CK_CUDA(attn_dev_malloc((void **)&gr->dev[g], gr->n[g] * 4));
         gr->g[g] = malloc(gr->n[g] * 4), gr->r[g] = malloc(gr->n[g] * 4);
         gr->x[g] = calloc(gr->n[g], 8), gr->bound[g] = calloc(gr->n[g], 8);
         ck_assert(gr->g[g] && gr->r[g] && gr->x[g] && gr->bound[g]);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "device_memory.h"
 #include "registry.h"
 
 /* ---- the kernel --------------------------------------------------------------------- */
@@ -147,11 +148,12 @@ void bench_bwd_time_reference(bench *bm) {
     int fits = 1;
     for (int i = 0; i < 3; i++) {
         bytes += bm->bwd.elems[i] * sizeof(float);
-        if (fits && cudaMalloc((void **)&r.out[i], bm->bwd.elems[i] * sizeof(float)) != cudaSuccess) fits = 0;
+        if (fits && attn_dev_malloc((void **)&r.out[i], bm->bwd.elems[i] * sizeof(float)) != cudaSuccess) fits = 0;
     }
     if (!fits) {
         size_t free_b = 0, total_b = 0;
         cudaGetLastError(); /* the failed allocation's error is this report */
+        attn_dev_trim();
         cudaMemGetInfo(&free_b, &total_b);
         snprintf(bm->reference_why, sizeof bm->reference_why, "the cuBLAS reference's backward was not run: its "
                  "float32 dQ, dK and dV (%zu MiB) do not fit beside the problem (%zu of %zu MiB free)", bytes >> 20,
@@ -160,7 +162,7 @@ void bench_bwd_time_reference(bench *bm) {
     } else if (attn_measure(bm->timer, run_reference, &r, &bm->rules, &bm->tr, err, sizeof err)) {
         bench_finish(bm, "fail", 2, "timing the baseline: %s", err);
     }
-    for (int i = 0; i < 3; i++) cudaFree(r.out[i]);
+    for (int i = 0; i < 3; i++) attn_dev_free(r.out[i]);
 }
 
 /* ---- cuDNN's backward --------------------------------------------------------------- */

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "context.h"
+#include "device_memory.h"
 #include "gpu_verify.h"
 #include "problem.h"
 #include "registry.h"
@@ -196,7 +197,7 @@ static int grads_same(check_ctx *c, const attn_bwd_problem *x, void *keep[3], in
     for (int i = 0; i < 3; i++) {
         const int t = ATTN_G_DQ + i;
         if (!keep[i]) {
-            if (cudaMalloc(&keep[i], x->bytes[t]) != cudaSuccess ||
+            if (attn_dev_malloc(&keep[i], x->bytes[t]) != cudaSuccess ||
                 cudaMemcpyAsync(keep[i], x->buf[t], x->bytes[t], cudaMemcpyDeviceToDevice, c->stream) != cudaSuccess) {
                 say(c, "  keeping the gradients failed: %s\n", cudaGetErrorString(cudaGetLastError()));
                 return 1;
@@ -229,7 +230,7 @@ static outcome repeated(check_ctx *c, attn_bwd_problem *x, int n, int determinis
         else if ((deterministic && grads_same(c, x, keep, k)) || judge_grads(c, x, what))
             oc = CHECK_FAIL;
     }
-    for (int i = 0; i < 3; i++) cudaFree(keep[i]);
+    for (int i = 0; i < 3; i++) attn_dev_free(keep[i]);
     return oc;
 }
 
@@ -283,7 +284,7 @@ outcome check_bwd_inputs_unchanged(check_ctx *c) {
     static const char *const names[3] = {"O", "LSE", "dO"};
     oc = CHECK_FAIL;
     for (int i = 0; i < 3; i++)
-        if (cudaMalloc(&keep[i], bytes[i]) != cudaSuccess ||
+        if (attn_dev_malloc(&keep[i], bytes[i]) != cudaSuccess ||
             cudaMemcpyAsync(keep[i], bufs[i], bytes[i], cudaMemcpyDeviceToDevice, c->stream) != cudaSuccess) {
             say(c, "  copying the inputs failed\n");
             goto done;
@@ -317,7 +318,7 @@ outcome check_bwd_inputs_unchanged(check_ctx *c) {
     }
     oc = bad || n ? CHECK_FAIL : CHECK_PASS;
 done:
-    for (int i = 0; i < 3; i++) cudaFree(keep[i]);
+    for (int i = 0; i < 3; i++) attn_dev_free(keep[i]);
     attn_bwd_problem_free(&x);
     return oc;
 }

@@ -41,6 +41,7 @@
 #include "args.h"
 #include "attn_abi.h"
 #include "context.h"
+#include "device_memory.h"
 #include "gpu_problem.h"
 #include "harness.h"
 #include "pairwise.h"
@@ -526,6 +527,7 @@ static int enough_memory(const check_ctx *x, const test_case *c, int backward, c
     double need = 1.1 * (2 * (3 * eq + 2 * ek) + 8 * eq + scratch) + (256 << 20);
     if (backward) need += 1.1 * (2 * (2 * eq + 2 * ek) + 6 * (eq + 2 * ek) + 4 * eq);
     size_t free_b = 0, total_b = 0;
+    attn_dev_trim(); /* what the harness's pool keeps is free for this case too */
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || (double)free_b >= need) return 1;
     snprintf(why, len, "this case needs about %.1f GiB of GPU memory; %.1f GiB of %.1f GiB are free",
              need / (1 << 30), free_b / 1073741824.0, total_b / 1073741824.0);
