@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "device_memory.h"
+
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "device_memory.h"
+
 enum { GRID = 1024, BLOCK = 256 };
 
 __device__ __forceinline__ float load_f(const __half *p) { return __half2float(*p); }
