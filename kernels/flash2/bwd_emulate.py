@@ -7,6 +7,12 @@ Transcribes every address formula of the kernels and emulates the PTX they use (
 by lane, shared memory NaN-poisoned; compares dQ, dK, dV with a float64 reference of
 attn_abi.h's backward and checks that nothing outside the rows it must write changes (NaN
 poison between rows and past the ends). Inputs, P and dS rounded to fp16 as the kernel does.
+The main kernel is v2's layout (BwdConfig: BR 128 at d64, 64 at d128; P^T and dS^T [BC][BR]
+swizzled tiles in shared memory; one warp grid for S^T/dP^T and dK/dV, keys 32 (w % 4) ..,
+queries or columns by w / 4, and one for dQ, queries 32 (w % Q_RG) .., columns by w / Q_RG;
+all through mma_tiles). Its barriers are phases: all warps' S^T, dP^T and softmax_grad, then
+all warps' dV, dK and dQ; a cp.async destination is poisoned from its issue to its wait, P^T
+and dS^T at each step's first barrier, and each of their elements may be written once a step.
 It checks the index math, not the hardware (races, atomics' order, timing).
 Usage: python3 bwd_emulate.py [substring of case names]   (needs numpy; exit 1 on a failure)"""
 import math
@@ -51,8 +57,18 @@ class Smem:
                 regs.append(np.stack([M[2 * (LN % 4), LN // 4], M[2 * (LN % 4) + 1, LN // 4]], 1))
         return regs
 
-    # cp.async: copies land at the wait
+    def poison(self, byte_off, nbytes):
+        assert byte_off % 4 == 0 and nbytes % 4 == 0 and byte_off + nbytes <= self.n
+        self.h[byte_off // 2:(byte_off + nbytes) // 2] = np.nan
+        self.f[byte_off // 4:(byte_off + nbytes) // 4] = np.nan
+
+    # cp.async: the destination is undefined (poisoned) from the copy's issue, and the copy lands
+    # at the wait
     def cp(self, kind, dst, vals):
+        if kind == 'h':
+            self.h[dst:dst + 8] = np.nan
+        else:
+            self.f[dst] = np.nan
         self.open.append((kind, dst, np.array(vals, dtype=np.float64)))
 
     def commit(self):
@@ -100,22 +116,32 @@ class Tensor:
 
 # --------------------------------------------------------------------------------------
 class Cfg:
+    """bwd_kernel.cuh's BwdConfig"""
+
     def __init__(self, D):
         self.D, self.WARPS = D, 8
-        self.THREADS, self.BC, self.BR = 256, 128, 64
+        self.THREADS, self.BC, self.BR = 256, 128, 128 if D == 64 else 64
         BC, BR = self.BC, self.BR
+        self.KG = 4
+        self.S_COLS = BR // (self.WARPS // self.KG)
+        self.NT_S = self.S_COLS // 8
+        self.KV_COLS = D // (self.WARPS // self.KG)
+        self.NT_KV = self.KV_COLS // 8
+        self.Q_RG = BR // 32
+        self.Q_COLS = D // (self.WARPS // self.Q_RG)
+        self.NT_Q = self.Q_COLS // 8
         self.OFF_K = 0
         self.OFF_V = self.OFF_K + BC * D * 2
         self.OFF_Q = self.OFF_V + BC * D * 2
         self.OFF_DO = self.OFF_Q + 2 * BR * D * 2
-        self.OFF_DS = self.OFF_DO + 2 * BR * D * 2
+        self.OFF_P = self.OFF_DO + 2 * BR * D * 2
+        self.OFF_DS = self.OFF_P + BC * BR * 2
         self.OFF_LSE = self.OFF_DS + BC * BR * 2
         self.OFF_DEL = self.OFF_LSE + 2 * BR * 4
         self.SMEM = self.OFF_DEL + 2 * BR * 4
-        self.DQ_RG = BR // 16
-        self.DQ_CG = self.WARPS // self.DQ_RG
-        self.DQ_COLS = D // self.DQ_CG
-        self.DQ_CHUNK = min(self.DQ_COLS // 8, 8)
+        assert BC == 32 * self.KG and self.WARPS % self.KG == 0 and BR % 64 == 0 and self.THREADS >= 2 * BR
+        assert self.NT_S % 2 == 0 and self.NT_KV % 2 == 0 and self.NT_Q % 2 == 0 and self.WARPS % self.Q_RG == 0
+        assert self.SMEM <= 163 * 1024
 
 
 def load_rows(sm, LD, NCH, ROWS, THREADS, tile_el, src_arr, first, row_stride, valid_rows):
@@ -212,19 +238,18 @@ def pre_post(p, a, D, post):
 
 
 def main_kernel(p, a, cfg, det):
-    D, BC, BR, TH = cfg.D, cfg.BC, cfg.BR, cfg.THREADS
-    NTQ, NTD = BR // 8, D // 8
-    STAGE_BYTES = BR * D * 2
-    key_blocks = (p['Sk'] + BC - 1) // BC
+    key_blocks = (p['Sk'] + cfg.BC - 1) // cfg.BC
     gx = a['nsplit'] if det else key_blocks
     for b in range(p['B']):
         for hk in range(p['Hk']):
             for bx in range(gx):
-                block(p, a, cfg, bx, gx, hk, b, NTQ, NTD, STAGE_BYTES)
+                block(p, a, cfg, bx, gx, hk, b)
 
 
-def block(p, a, cfg, bx, gx, hk, b, NTQ, NTD, STAGE_BYTES):
-    D, BC, BR, TH = cfg.D, cfg.BC, cfg.BR, cfg.THREADS
+def block(p, a, cfg, bx, gx, hk, b):
+    D, BC, BR, TH, KG, QRG = cfg.D, cfg.BC, cfg.BR, cfg.THREADS, cfg.KG, cfg.Q_RG
+    NT_S, NT_KV, NT_Q = cfg.NT_S, cfg.NT_KV, cfg.NT_Q
+    STAGE_BYTES = BR * D * 2
     sm = Smem(cfg.SMEM)
     Sq, ws_base, ws_head, tok0 = q_rows(p, b)
     Sk = seq_len_k(p, b)
@@ -238,18 +263,19 @@ def block(p, a, cfg, bx, gx, hk, b, NTQ, NTD, STAGE_BYTES):
     q_seq = seq_off(tok0, b, p['Q'].bs, p['Q'].rs)
     do_seq = seq_off(tok0, b, p['dO'].bs, p['dO'].rs)
     dq_acc0 = bx * a['split_stride']
-    a_k = [cfg.OFF_K + (16 * w + ROW_A) * D * 2 for w in range(8)]
-    a_v = [cfg.OFF_V + (16 * w + ROW_A) * D * 2 for w in range(8)]
-    bn_q, bn_do = cfg.OFF_Q + ROW_B * D * 2, cfg.OFF_DO + ROW_B * D * 2
-    bt_q, bt_do = cfg.OFF_Q + ROW_A * D * 2, cfg.OFF_DO + ROW_A * D * 2
-    kt, ds_lane = cfg.OFF_K + ROW_A * D * 2, cfg.OFF_DS + ROW_B * BR * 2
+    # the lanes' tile addresses, bytes
+    k_a, v_a = cfg.OFF_K + ROW_A * D * 2, cfg.OFF_V + ROW_A * D * 2
+    q_b, do_b = cfg.OFF_Q + ROW_B * D * 2, cfg.OFF_DO + ROW_B * D * 2
+    q_bt, do_bt = cfg.OFF_Q + ROW_A * D * 2, cfg.OFF_DO + ROW_A * D * 2
+    p_a, ds_a = cfg.OFF_P + ROW_A * BR * 2, cfg.OFF_DS + ROW_A * BR * 2
+    ds_at, k_bt = cfg.OFF_DS + ROW_B * BR * 2, cfg.OFF_K + ROW_A * D * 2
 
     def load_step(stage, h, m0):
         load_rows(sm, D, D // 8, BR, TH, cfg.OFF_Q // 2 + stage * BR * D, p['Q'].a,
                   q_seq + h * p['Q'].hs + m0 * p['Q'].rs, p['Q'].rs, Sq - m0)
         load_rows(sm, D, D // 8, BR, TH, cfg.OFF_DO // 2 + stage * BR * D, p['dO'].a,
                   do_seq + h * p['dO'].hs + m0 * p['dO'].rs, p['dO'].rs, Sq - m0)
-        for x in range(2 * BR):
+        for x in range(2 * BR):  # THREADS >= 2 BR
             r = x % BR
             valid = m0 + r < Sq
             src_arr = a['lse2'] if x < BR else a['delta']
@@ -265,8 +291,9 @@ def block(p, a, cfg, bx, gx, hk, b, NTQ, NTD, STAGE_BYTES):
         q_lo = max(n0 - offset, 0) if p['causal'] else 0
         qb_first, qb_end = q_lo // BR, (Sq + BR - 1) // BR
         steps = 0 if q_lo >= Sq else (qb_end - qb_first) * group
-        acc_dk = [np.zeros((NTD, 32, 4)) for _ in range(8)]
-        acc_dv = [np.zeros((NTD, 32, 4)) for _ in range(8)]
+        acc_dk = [np.zeros((2, NT_KV, 32, 4)) for _ in range(8)]
+        acc_dv = [np.zeros((2, NT_KV, 32, 4)) for _ in range(8)]
+        # __syncthreads: every warp is done with the previous key block's tiles
         if steps > 0:
             load_rows(sm, D, D // 8, BC, TH, cfg.OFF_K // 2, p['K'].a, k_head + n0 * p['K'].rs, p['K'].rs, Sk - n0)
             load_rows(sm, D, D // 8, BC, TH, cfg.OFF_V // 2, p['V'].a, v_head + n0 * p['V'].rs, p['V'].rs, Sk - n0)
@@ -279,109 +306,113 @@ def block(p, a, cfg, bx, gx, hk, b, NTQ, NTD, STAGE_BYTES):
             if qb == qb_end:
                 qb, h = qb_first, h + 1
             sm.wait_all()
+            # __syncthreads: the last step's P^T and dS^T are dead (poisoned: a step reads only
+            # what it wrote)
+            sm.poison(cfg.OFF_P, 2 * BC * BR * 2)
             if it + 1 < steps:
                 load_step(stage ^ 1, h, qb * BR)
             sm.commit()
+            sq = stage * STAGE_BYTES
             mask = n0 + BC > Sk or m0 + BR > Sq or (p['causal'] and n0 + BC - 1 > m0 + offset)
             for w in range(8):
-                s = gemm_nt(sm, D, NTQ, a_k[w], bn_q + stage * STAGE_BYTES)
-                dp = gemm_nt(sm, D, NTQ, a_v[w], bn_do + stage * STAGE_BYTES)
-                ppk, dpk = softmax_grad(sm, p, a, cfg, s, dp, (cfg.OFF_LSE // 4) + stage * BR,
-                                        (cfg.OFF_DEL // 4) + stage * BR, cfg.OFF_DS // 2 + 16 * w * BR,
-                                        n0 + 16 * w + G, m0, Sq, Sk, mask, NTQ)
-                gemm_tn(sm, D, NTQ, acc_dv[w], ppk, bt_do + stage * STAGE_BYTES)
-                gemm_tn(sm, D, NTQ, acc_dk[w], dpk, bt_q + stage * STAGE_BYTES)
+                kg, sc = w % KG, w // KG
+                s, dp = np.zeros((2, NT_S, 32, 4)), np.zeros((2, NT_S, 32, 4))
+                mma_tiles(sm, s, D // 16, False, D, False, D, k_a, 2 * kg, q_b + sq, sc * NT_S)
+                mma_tiles(sm, dp, D // 16, False, D, False, D, v_a, 2 * kg, do_b + sq, sc * NT_S)
+                softmax_grad(sm, p, a, cfg, s, dp, cfg.OFF_LSE // 4 + stage * BR, cfg.OFF_DEL // 4 + stage * BR,
+                             kg, sc * cfg.S_COLS, n0 + 32 * kg + G, m0, Sq, Sk, mask)
+            # __syncthreads: P^T and dS^T are whole
             for w in range(8):
-                rg, cg = w % cfg.DQ_RG, w // cfg.DQ_RG
-                gemm_dq(sm, a, cfg, dq_acc0 + (ws_base + hs * ws_head + m0) * D, Sq - m0, ds_lane, kt, rg, cg)
+                kg, sc, qr, qc = w % KG, w // KG, w % QRG, w // QRG
+                mma_tiles(sm, acc_dv[w], BR // 16, False, BR, True, D, p_a, 2 * kg, do_bt + sq, sc * NT_KV)
+                mma_tiles(sm, acc_dk[w], BR // 16, False, BR, True, D, ds_a, 2 * kg, q_bt + sq, sc * NT_KV)
+                dq = np.zeros((2, NT_Q, 32, 4))
+                mma_tiles(sm, dq, BC // 16, True, BR, True, D, ds_at, 2 * qr, k_bt, qc * NT_Q)
+                dq_rows = dq_acc0 + (ws_base + hs * ws_head + m0) * D + qc * cfg.Q_COLS + 2 * TT
+                for mt in range(2):
+                    for r in range(2):
+                        row = 32 * qr + 16 * mt + G + 8 * r
+                        for lane in range(32):
+                            if m0 + row[lane] >= Sq:
+                                continue
+                            for nt in range(NT_Q):
+                                dst = dq_rows[lane] + row[lane] * D + 8 * nt
+                                x = a['dq_acc'][dst:dst + 2]
+                                assert not np.isnan(x).any(), "atomic into an unzeroed accumulator"
+                                a['dq_acc'][dst:dst + 2] = x + dq[mt, nt, lane, 2 * r:2 * r + 2]
+                                a['touched'].add(dst)
         for w in range(8):
-            for r in range(2):
-                key = n0 + 16 * w + G + 8 * r
-                for lane in range(32):
-                    if key[lane] >= Sk:
-                        continue
-                    dk = kv_base(p['dK']) + key[lane] * p['dK'].rs + 2 * TT[lane]
-                    dv = kv_base(p['dV']) + key[lane] * p['dV'].rs + 2 * TT[lane]
-                    for dt in range(NTD):
-                        p['dK'].a[dk + dt * 8:dk + dt * 8 + 2] = r16(acc_dk[w][dt, lane, 2 * r:2 * r + 2] * p['scale'])
-                        p['dV'].a[dv + dt * 8:dv + dt * 8 + 2] = r16(acc_dv[w][dt, lane, 2 * r:2 * r + 2])
+            kg, sc = w % KG, w // KG
+            for mt in range(2):
+                for r in range(2):
+                    key = n0 + 32 * kg + 16 * mt + G + 8 * r
+                    for lane in range(32):
+                        if key[lane] >= Sk:
+                            continue
+                        dk = kv_base(p['dK']) + key[lane] * p['dK'].rs + sc * cfg.KV_COLS + 2 * TT[lane]
+                        dv = kv_base(p['dV']) + key[lane] * p['dV'].rs + sc * cfg.KV_COLS + 2 * TT[lane]
+                        for nt in range(NT_KV):
+                            x = acc_dk[w][mt, nt, lane, 2 * r:2 * r + 2]
+                            p['dK'].a[dk + nt * 8:dk + nt * 8 + 2] = r16(x * p['scale'])
+                            p['dV'].a[dv + nt * 8:dv + nt * 8 + 2] = r16(acc_dv[w][mt, nt, lane, 2 * r:2 * r + 2])
     assert all(not grp for grp in sm.pending) and not sm.open, "copies in flight at exit"
 
 
-def gemm_nt(sm, D, NT, a_lane, b_lane):
-    c = np.zeros((NT, 32, 4))
-    for kk in range(D // 16):
-        af = sm.ldsm(a_lane + (((2 * kk + HI16) ^ L7) << 4), False)
+def mma_tiles(sm, c, KSTEPS, A_T, LDA, B_T, LDB, a_lane, a_m16, b_lane, b_n8):
+    """c [MT][NT] += A B (bwd_kernel.cuh's mma_tiles; addresses in bytes, 2-byte elements)"""
+    MT, NT = c.shape[0], c.shape[1]
+    for kk in range(KSTEPS):
+        af = []
+        for mt in range(MT):
+            m16 = a_m16 + mt
+            if A_T:
+                af.append(sm.ldsm(a_lane + kk * 16 * LDA * 2 + (((2 * m16 + K_HI) ^ L7) << 4), True))
+            else:
+                af.append(sm.ldsm(a_lane + m16 * 16 * LDA * 2 + (((2 * kk + HI16) ^ L7) << 4), False))
         for nt in range(0, NT, 2):
-            bf = sm.ldsm(b_lane + nt * 8 * D * 2 + (((2 * kk + K_HI) ^ L7) << 4), False)
-            c[nt] = mma(c[nt], af, bf[0], bf[1])
-            c[nt + 1] = mma(c[nt + 1], af, bf[2], bf[3])
-    return c
+            n8 = b_n8 + nt
+            if B_T:
+                bf = sm.ldsm(b_lane + kk * 16 * LDB * 2 + (((n8 + HI16) ^ L7) << 4), True)
+            else:
+                bf = sm.ldsm(b_lane + n8 * 8 * LDB * 2 + (((2 * kk + K_HI) ^ L7) << 4), False)
+            for mt in range(MT):
+                c[mt, nt] = mma(c[mt, nt], af[mt], bf[0], bf[1])
+                c[mt, nt + 1] = mma(c[mt, nt + 1], af[mt], bf[2], bf[3])
 
 
-def gemm_tn(sm, D, NTQ, acc, pk, bt_lane):
-    for kb in range(NTQ // 2):
-        af = [pk[2 * kb][0], pk[2 * kb][1], pk[2 * kb + 1][0], pk[2 * kb + 1][1]]
-        for dt in range(0, D // 8, 2):
-            bf = sm.ldsm(bt_lane + kb * 16 * D * 2 + (((dt + HI16) ^ L7) << 4), True)
-            acc[dt] = mma(acc[dt], af, bf[0], bf[1])
-            acc[dt + 1] = mma(acc[dt + 1], af, bf[2], bf[3])
+def softmax_grad(sm, p, a, cfg, s, dp, lse_w, del_w, kg, q0, key0, m0, Sq, Sk, mask):
+    """P^T and dS^T of the warp's 32 keys (rows 32 kg ..) x S_COLS queries (columns q0 ..) to
+    their [BC][BR] tiles; lse_w, del_w: the stage's LSE2 and D (float words)"""
+    offset, BR = Sk - Sq, cfg.BR
 
+    def st2(tile_el, row, chunk, lo, hi):
+        o = tile_el + swz(BR, row, chunk) + 2 * TT
+        assert np.isnan(sm.h[o]).all() and np.isnan(sm.h[o + 1]).all(), "two writes of a P^T or dS^T element"
+        v = pack(lo, hi)
+        sm.h[o], sm.h[o + 1] = v[:, 0], v[:, 1]
 
-def gemm_dq(sm, a, cfg, dq_rows, rows, ds_lane, kt_lane, rg, cg):
-    D, BC, BR, CHUNK, NT0 = cfg.D, cfg.BC, cfg.BR, cfg.DQ_CHUNK, cfg.DQ_COLS // 8
-    for c0 in range(0, NT0, CHUNK):
-        acc = np.zeros((CHUNK, 32, 4))
-        for kk in range(BC // 16):
-            af = sm.ldsm(ds_lane + kk * 16 * BR * 2 + (((2 * rg + K_HI) ^ L7) << 4), True)
-            for j in range(0, CHUNK, 2):
-                dt = cg * NT0 + c0 + j
-                bf = sm.ldsm(kt_lane + kk * 16 * D * 2 + (((dt + HI16) ^ L7) << 4), True)
-                acc[j] = mma(acc[j], af, bf[0], bf[1])
-                acc[j + 1] = mma(acc[j + 1], af, bf[2], bf[3])
-        for r in range(2):
-            row = 16 * rg + G + 8 * r
-            for lane in range(32):
-                if row[lane] >= rows:
-                    continue
-                dst = dq_rows + row[lane] * D + (cg * NT0 + c0) * 8 + 2 * TT[lane]
-                for j in range(CHUNK):
-                    x = a['dq_acc'][dst + 8 * j:dst + 8 * j + 2]
-                    assert not np.isnan(x).any(), "atomic into an unzeroed accumulator"
-                    a['dq_acc'][dst + 8 * j:dst + 8 * j + 2] = x + acc[j, lane, 2 * r:2 * r + 2]
-                    a['touched'].add(dst + 8 * j)
-
-
-def softmax_grad(sm, p, a, cfg, s, dp, lse_w, del_w, ds_rows, key0, m0, Sq, Sk, mask, NTQ):
-    offset = Sk - Sq
-    BR = NTQ * 8
-    for nt in range(NTQ):
-        l2x, l2y = sm.f[lse_w + nt * 8 + 2 * TT], sm.f[lse_w + nt * 8 + 2 * TT + 1]
-        assert not np.isnan(l2x).any() and not np.isnan(l2y).any()
-        for e in range(4):
-            with np.errstate(over='ignore', invalid='ignore'):
-                s[nt][:, e] = np.exp2(s[nt][:, e] * a['scale_log2'] - (l2y if e & 1 else l2x))
-    if mask:
-        for nt in range(NTQ):
+    for nt in range(cfg.NT_S):
+        cols = q0 + nt * 8 + 2 * TT
+        l2 = (sm.f[lse_w + cols], sm.f[lse_w + cols + 1])
+        dd = (sm.f[del_w + cols], sm.f[del_w + cols + 1])
+        assert not np.isnan(np.stack(l2 + dd)).any(), "LSE2 or D read before it landed"
+        for mt in range(2):
+            pv, ds = np.zeros((32, 4)), np.zeros((32, 4))
             for e in range(4):
-                key = key0 + 8 * (e >> 1)
-                qi = m0 + nt * 8 + 2 * TT + (e & 1)
-                hid = (key >= Sk) | (qi >= Sq) | (p['causal'] & (key > qi + offset))
-                s[nt][hid, e] = 0.0
-    ppk, dpk = [], []
-    for nt in range(NTQ):
-        ddx, ddy = sm.f[del_w + nt * 8 + 2 * TT], sm.f[del_w + nt * 8 + 2 * TT + 1]
-        for e in range(4):
-            dp[nt][:, e] = s[nt][:, e] * (dp[nt][:, e] - (ddy if e & 1 else ddx))
-        assert np.isfinite(s[nt]).all() and np.isfinite(dp[nt]).all(), "inf or NaN in P or dS"
-        ppk.append((pack(s[nt][:, 0], s[nt][:, 1]), pack(s[nt][:, 2], s[nt][:, 3])))
-        dpk.append((pack(dp[nt][:, 0], dp[nt][:, 1]), pack(dp[nt][:, 2], dp[nt][:, 3])))
-        for lane in range(32):
-            o0 = ds_rows + swz(BR, G[lane], nt) + 2 * TT[lane]
-            o1 = ds_rows + swz(BR, G[lane] + 8, nt) + 2 * TT[lane]
-            sm.h[o0:o0 + 2] = dpk[nt][0][lane]
-            sm.h[o1:o1 + 2] = dpk[nt][1][lane]
-    return ppk, dpk
+                with np.errstate(over='ignore', invalid='ignore'):
+                    pv[:, e] = np.exp2(s[mt, nt, :, e] * a['scale_log2'] - l2[e & 1])
+                if mask:
+                    key = key0 + 16 * mt + 8 * (e >> 1)
+                    qi = m0 + q0 + nt * 8 + 2 * TT + (e & 1)
+                    hid = (key >= Sk) | (qi >= Sq) | (p['causal'] & (key > qi + offset))
+                    pv[hid, e] = 0.0
+                ds[:, e] = pv[:, e] * (dp[mt, nt, :, e] - dd[e & 1])
+            assert np.isfinite(pv).all() and np.isfinite(ds).all(), "inf or NaN in P or dS"
+            row, chunk = 32 * kg + 16 * mt + G, (q0 >> 3) + nt
+            st2(cfg.OFF_P // 2, row, chunk, pv[:, 0], pv[:, 1])
+            st2(cfg.OFF_P // 2, row + 8, chunk, pv[:, 2], pv[:, 3])
+            st2(cfg.OFF_DS // 2, row, chunk, ds[:, 0], ds[:, 1])
+            st2(cfg.OFF_DS // 2, row + 8, chunk, ds[:, 2], ds[:, 3])
 
 
 # ----------------------------------------------------------------------------- reference

@@ -12,44 +12,51 @@
 
 namespace {
 
-/* Warps per main-kernel block; each owns 16 keys of the key block (dK and dV rows). */
-constexpr int kBwdWarps = 8;
-
-/* The main kernel at head dim D: BC keys per block, BR query rows per step, Q and dO (with
- * their LSE and D entries) double-buffered, K, V and dS^T single. */
+/* The main kernel at head dim D: 8 warps, BC keys per block, BR query rows per step (128 at
+ * d64, so that a step's GEMMs are as large as d128's), Q and dO (with their LSE and D entries)
+ * double-buffered, K, V, P^T and dS^T single. Each GEMM has its own warp grid, so that every
+ * warp tile is at least 32 x 32 (ldmatrix bytes per mma: NOTES_bwd.md, v2):
+ * - S^T = K Q^T and dP^T = V dO^T: warp (w % 4, w / 4) takes keys 32 (w % 4) .. + 31 and
+ *   queries S_COLS (w / 4) .. + S_COLS - 1;
+ * - dV += P^T dO and dK += dS^T Q: keys 32 (w % 4) .. + 31, columns KV_COLS (w / 4) ..;
+ * - dQ += dS K: queries 32 (w % Q_RG) .. + 31, columns Q_COLS (w / Q_RG) ... */
 template <int D_>
 struct BwdConfig {
     static constexpr int D = D_;
-    static constexpr int WARPS = kBwdWarps, THREADS = 32 * WARPS;
-    static constexpr int BC = 16 * WARPS;
-    static constexpr int BR = FLASH2_BWD_BLOCK_ROWS;
+    static constexpr int WARPS = 8, THREADS = 32 * WARPS;
+    static constexpr int BC = 128;
+    static constexpr int BR = D == 64 ? 128 : 64;
     static constexpr int MIN_BLOCKS = 1; /* register cap 255 */
-    /* shared memory, bytes: K, V [BC][D]; Q, dO [2][BR][D]; dS^T [BC][BR] (keys x queries);
-     * LSE2, D [2][BR] float */
+    static constexpr int KG = 4;                          /* key groups of 32 (S^T, dP^T, dK, dV) */
+    static constexpr int S_COLS = BR / (WARPS / KG);      /* queries per warp in S^T, dP^T */
+    static constexpr int NT_S = S_COLS / 8;               /* their n8 tiles */
+    static constexpr int KV_COLS = D / (WARPS / KG);      /* dK, dV columns per warp */
+    static constexpr int NT_KV = KV_COLS / 8;
+    static constexpr int Q_RG = BR / 32;                  /* dQ's query groups of 32 */
+    static constexpr int Q_COLS = D / (WARPS / Q_RG);     /* dQ columns per warp */
+    static constexpr int NT_Q = Q_COLS / 8;
+    /* shared memory, bytes: K, V [BC][D]; Q, dO [2][BR][D]; P^T, dS^T [BC][BR] (keys x
+     * queries); LSE2, D [2][BR] float */
     static constexpr int OFF_K = 0, OFF_V = OFF_K + BC * D * 2, OFF_Q = OFF_V + BC * D * 2;
-    static constexpr int OFF_DO = OFF_Q + 2 * BR * D * 2, OFF_DS = OFF_DO + 2 * BR * D * 2;
-    static constexpr int OFF_LSE = OFF_DS + BC * BR * 2, OFF_DEL = OFF_LSE + 2 * BR * 4;
-    static constexpr int SMEM = OFF_DEL + 2 * BR * 4;
-    /* dQ = dS K: warp w computes query rows 16 (w % RG) .. + 15, columns (w / RG) DQ_COLS .. */
-    static constexpr int DQ_RG = BR / 16, DQ_CG = WARPS / DQ_RG, DQ_COLS = D / DQ_CG;
-    /* n8 tiles of dQ accumulated at once (4 registers each, at most 32) */
-    static constexpr int DQ_CHUNK = DQ_COLS / 8 < 8 ? DQ_COLS / 8 : 8;
-    /* Registers a thread keeps live through a step: dK and dV (16 keys x D per warp: D / 2
-     * each), S^T and dP^T (16 keys x BR: BR / 8 each); dQ's accumulators come after S^T is
-     * dead. 48 for addresses, indices and operand fragments (ptxas's count: NOTES_bwd.md). */
-    static constexpr int FRAGMENT_REGS = D + 2 * (BR / 8) * 4;
+    static constexpr int OFF_DO = OFF_Q + 2 * BR * D * 2, OFF_P = OFF_DO + 2 * BR * D * 2;
+    static constexpr int OFF_DS = OFF_P + BC * BR * 2, OFF_LSE = OFF_DS + BC * BR * 2;
+    static constexpr int OFF_DEL = OFF_LSE + 2 * BR * 4, SMEM = OFF_DEL + 2 * BR * 4;
+    /* Registers a thread keeps live through a step: dK and dV (2 x NT_KV x 4 each), S^T and
+     * dP^T (2 x NT_S x 4 each); dQ's (2 x NT_Q x 4) come after S^T and dP^T are in shared
+     * memory. 48 for addresses, indices and operand fragments (ptxas's count: NOTES_bwd.md). */
+    static constexpr int FRAGMENT_REGS = 2 * (2 * NT_KV * 4) + 2 * (2 * NT_S * 4);
     static constexpr int REG_CAP = flash2_space::register_cap(THREADS, MIN_BLOCKS);
 
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(BC == FLASH2_BWD_BLOCK_KEYS, "bwd_plan.h's grid and workspace assume this key block");
-    static_assert(BR == 64, "dS^T rows are 64 queries: whole groups of the swizzle's 8 chunks");
+    static_assert(BC == 32 * KG && WARPS % KG == 0, "S^T's and dK/dV's warp grids: 32 keys per warp row");
+    static_assert(BR % 64 == 0, "P^T and dS^T rows are whole groups of the swizzle's 8 chunks");
     static_assert(THREADS >= 2 * BR, "one thread per LSE2 and per D entry of a step");
-    static_assert(WARPS % DQ_RG == 0 && DQ_COLS % 16 == 0 && (DQ_COLS / 8) % DQ_CHUNK == 0 && DQ_CHUNK % 2 == 0,
-                  "dQ's warp grid: whole row groups and n8 pairs");
-    /* d64 81 KB, d128 145 KB: within sm_80's 163 KB per block (one block per SM either way:
-     * registers at d64, shared memory at d128 on the H100's 228 KB) */
+    static_assert(NT_S % 2 == 0 && NT_KV % 2 == 0 && NT_Q % 2 == 0 && WARPS % Q_RG == 0,
+                  "n8 tiles in pairs (one ldmatrix x4 each)");
+    /* d64 162 KB, d128 161 KB: within sm_80's 163 KB per block (one block per SM) */
     static_assert(SMEM <= 163 * 1024, "shared memory per block");
-    /* d64 128, d128 192 of 255 */
+    /* 192 of 255 at both head dims */
     static_assert(FRAGMENT_REGS + 48 <= REG_CAP, "fragments exceed the register cap");
 };
 
@@ -205,7 +212,7 @@ __global__ void __launch_bounds__(kRowPassThreads) flash2_bwd_post(const BwdArgs
  * [rows][k] tile takes rows l7 + 8 k_hi at chunk 2 kk + hi16; a B fragment pair (n16 x k16)
  * from a [n][k] tile, rows l7 + 8 hi16 at chunk 2 kk + k_hi; a B fragment pair (k16 x n16)
  * from a [k][n] tile (.trans), rows l7 + 8 k_hi at chunk dt + hi16; an A fragment from a
- * [k][m] tile (.trans: dS for dQ), rows l7 + 8 hi16 at chunk 2 rg + k_hi. Every row a lane
+ * [k][m] tile (.trans: dS for dQ), rows l7 + 8 hi16 at chunk 2 m16 + k_hi. Every row a lane
  * reads is = lane (mod 8), so its swizzle XOR is always l7. */
 struct Lanes {
     uint32_t l7, k_hi, hi16;
@@ -214,138 +221,103 @@ struct Lanes {
     __device__ __forceinline__ uint32_t row_b() const { return l7 + 8 * hi16; }
 };
 
-/* c (16 rows x NT n8 tiles) = A B^T over D: A's 16 rows from the [rows][D] tile at a_lane (this
- * lane's row_a row), B's NT * 8 rows from the [n][D] tile at b_lane (its row_b row): S^T = K Q^T
- * and dP^T = V dO^T, the warp's 16 keys against the step's BR queries. */
-template <typename T, int D, int NT>
-__device__ __forceinline__ void gemm_nt(float (&c)[NT][4], uint32_t a_lane, uint32_t b_lane, const Lanes &ln) {
+/* c (MT m16 tiles x NT n8 tiles) += A B over KSTEPS k16 steps, both operands from swizzled
+ * shared-memory tiles of LDA and LDB elements per row. A_T false: A is a [m][k] tile, a_lane
+ * at this lane's row_a row; true: a [k][m] tile (.trans), a_lane at its row_b row. B_T false:
+ * B is a [n][k] tile, b_lane at the row_b row; true: a [k][n] tile (.trans), at the row_a row.
+ * a_m16 and b_n8: the warp's first m16 and n8 tile in the tiles' m and n. */
+template <typename T, int MT, int NT, int KSTEPS, bool A_T, int LDA, bool B_T, int LDB>
+__device__ __forceinline__ void mma_tiles(float (&c)[MT][NT][4], uint32_t a_lane, int a_m16, uint32_t b_lane,
+                                          int b_n8, const Lanes &ln) {
+    constexpr uint32_t ES = sizeof(T);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+        uint32_t af[MT][4];
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t af[4];
-        ldmatrix_x4(af, a_lane + (((2 * kk + ln.hi16) ^ ln.l7) << 4));
+        for (int mt = 0; mt < MT; ++mt) {
+            const uint32_t m16 = a_m16 + mt;
+            if constexpr (A_T)
+                ldmatrix_x4_trans(af[mt], a_lane + kk * 16 * LDA * ES + (((2 * m16 + ln.k_hi) ^ ln.l7) << 4));
+            else
+                ldmatrix_x4(af[mt], a_lane + m16 * 16 * LDA * ES + (((2 * kk + ln.hi16) ^ ln.l7) << 4));
+        }
 #pragma unroll
         for (int nt = 0; nt < NT; nt += 2) {
+            const uint32_t n8 = b_n8 + nt;
             uint32_t bf[4];
-            ldmatrix_x4(bf, b_lane + (uint32_t)(nt * 8 * D * sizeof(T)) + (((2 * kk + ln.k_hi) ^ ln.l7) << 4));
-            Mma<T>::run(c[nt], af, bf[0], bf[1]);
-            Mma<T>::run(c[nt + 1], af, bf[2], bf[3]);
-        }
-    }
-}
-
-/* acc (16 rows x D) += A B: A (16 rows x NTQ * 8 queries) from registers, packed to the dtype
- * (pk[nt][0]: row g, pk[nt][1]: row g + 8, columns 8 nt + 2 t, + 1: an accumulator's layout,
- * which is the A fragment's), B from the [queries][D] tile at bt_lane (.trans, its row_a row):
- * dV += P^T dO and dK += dS^T Q. */
-template <typename T, int D, int NTQ>
-__device__ __forceinline__ void gemm_tn(float (&acc)[D / 8][4], const uint32_t (&pk)[NTQ][2], uint32_t bt_lane,
-                                        const Lanes &ln) {
+            if constexpr (B_T)
+                ldmatrix_x4_trans(bf, b_lane + kk * 16 * LDB * ES + (((n8 + ln.hi16) ^ ln.l7) << 4));
+            else
+                ldmatrix_x4(bf, b_lane + n8 * 8 * LDB * ES + (((2 * kk + ln.k_hi) ^ ln.l7) << 4));
 #pragma unroll
-    for (int kb = 0; kb < NTQ / 2; ++kb) {
-        const uint32_t af[4] = {pk[2 * kb][0], pk[2 * kb][1], pk[2 * kb + 1][0], pk[2 * kb + 1][1]};
-#pragma unroll
-        for (int dt = 0; dt < D / 8; dt += 2) {
-            uint32_t bf[4];
-            ldmatrix_x4_trans(bf, bt_lane + (uint32_t)(kb * 16 * D * sizeof(T)) + (((dt + ln.hi16) ^ ln.l7) << 4));
-            Mma<T>::run(acc[dt], af, bf[0], bf[1]);
-            Mma<T>::run(acc[dt + 1], af, bf[2], bf[3]);
-        }
-    }
-}
-
-/* dQ (BR x D) += dS K for the step, into the float32 accumulator rows dq_rows[0 .. rows):
- * warp (rg, cg) takes query rows 16 rg .. + 15 and columns cg DQ_COLS .. + DQ_COLS - 1, over
- * the block's BC keys; dS^T [BC][BR] and K [BC][D] from shared memory (.trans both). */
-template <typename T, int D>
-__device__ __forceinline__ void gemm_dq(float *dq_rows, int rows, uint32_t ds_lane, uint32_t kt_lane, int rg, int cg,
-                                        int g, int t, const Lanes &ln) {
-    using C = BwdConfig<D>;
-    constexpr int BC = C::BC, BR = C::BR, CHUNK = C::DQ_CHUNK, NT0 = C::DQ_COLS / 8;
-#pragma unroll
-    for (int c0 = 0; c0 < C::DQ_COLS / 8; c0 += CHUNK) {
-        float acc[CHUNK][4];
-#pragma unroll
-        for (int j = 0; j < CHUNK; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk) {
-            uint32_t af[4];
-            ldmatrix_x4_trans(af, ds_lane + (uint32_t)(kk * 16 * BR * sizeof(T)) + (((2 * rg + ln.k_hi) ^ ln.l7) << 4));
-#pragma unroll
-            for (int j = 0; j < CHUNK; j += 2) {
-                const int dt = cg * NT0 + c0 + j;
-                uint32_t bf[4];
-                ldmatrix_x4_trans(bf, kt_lane + (uint32_t)(kk * 16 * D * sizeof(T)) + (((dt + ln.hi16) ^ ln.l7) << 4));
-                Mma<T>::run(acc[j], af, bf[0], bf[1]);
-                Mma<T>::run(acc[j + 1], af, bf[2], bf[3]);
+            for (int mt = 0; mt < MT; ++mt) {
+                Mma<T>::run(c[mt][nt], af[mt], bf[0], bf[1]);
+                Mma<T>::run(c[mt][nt + 1], af[mt], bf[2], bf[3]);
             }
         }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int row = 16 * rg + g + 8 * r;
-            if (row >= rows) continue; /* past the sequence's last query */
-            float *dst = dq_rows + (int64_t)row * D + (cg * NT0 + c0) * 8 + 2 * t;
-#pragma unroll
-            for (int j = 0; j < CHUNK; ++j) atomic_add2(dst + 8 * j, acc[j][2 * r], acc[j][2 * r + 1]);
-        }
     }
 }
 
-/* P^T = exp2(S^T log2(e) scale - LSE2) (0 where masked), dS^T = P^T (dP^T - D), both packed to
- * the dtype; dS^T also stored to the [BC][BR] tile (its rows: the warp's keys). key0: this
- * thread's row g key; m0: the step's first query; mask: the tile crosses the diagonal or an end. */
-template <typename T, int NTQ>
-__device__ __forceinline__ void softmax_grad(float (&s)[NTQ][4], float (&dp)[NTQ][4], uint32_t (&ppk)[NTQ][2],
-                                             uint32_t (&dpk)[NTQ][2], const float *lse2, const float *delta,
-                                             T *ds_rows, const BwdArgs &a, int key0, int m0, int Sq, int Sk,
-                                             bool mask, int g, int t) {
+template <int MT, int NT>
+__device__ __forceinline__ void zero_tiles(float (&c)[MT][NT][4]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) c[mt][nt][0] = c[mt][nt][1] = c[mt][nt][2] = c[mt][nt][3] = 0.0f;
+}
+
+/* P^T = exp2(S^T log2(e) scale - LSE2) (0 where masked), dS^T = P^T (dP^T - D), both stored in
+ * the dtype to the [BC][BR] tiles: the warp's 32 keys (rows 32 kg ..) x S_COLS queries (columns
+ * q0 ..). key0: this thread's first key (row g of m16 tile 0); m0: the step's first query.
+ * MASK: the step crosses the diagonal or an end (one uniform branch per step picks it, so that
+ * the element loops carry no branches). */
+template <typename T, int D, bool MASK>
+__device__ __forceinline__ void softmax_grad(float (&s)[2][BwdConfig<D>::NT_S][4], const float (&dp)[2][BwdConfig<D>::NT_S][4],
+                                             const float *lse2, const float *delta, T *sP, T *sdS, const BwdArgs &a,
+                                             int kg, int q0, int key0, int m0, int Sq, int Sk, int g, int t) {
+    using C = BwdConfig<D>;
+    constexpr int NT = C::NT_S, BR = C::BR;
     const int offset = Sk - Sq;
 #pragma unroll
-    for (int nt = 0; nt < NTQ; ++nt) {
-        const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + nt * 8 + 2 * t);
+    for (int nt = 0; nt < NT; ++nt) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + q0 + nt * 8 + 2 * t);
+        const float2 dd = *reinterpret_cast<const float2 *>(delta + q0 + nt * 8 + 2 * t);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = exp2_approx(fmaf(s[nt][e], a.scale_log2, -(e & 1 ? l2.y : l2.x)));
-    }
-    if (mask) { /* one uniform branch per step: most steps need no mask */
-#pragma unroll
-        for (int nt = 0; nt < NTQ; ++nt)
+        for (int mt = 0; mt < 2; ++mt) {
+            float pv[4], ds[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const int key = key0 + 8 * (e >> 1), qi = m0 + nt * 8 + 2 * t + (e & 1);
-                if (key >= Sk || qi >= Sq || (a.p.causal && key > qi + offset)) s[nt][e] = 0.0f;
+                pv[e] = exp2_approx(fmaf(s[mt][nt][e], a.scale_log2, -(e & 1 ? l2.y : l2.x)));
+                if constexpr (MASK) {
+                    const int key = key0 + 16 * mt + 8 * (e >> 1), qi = m0 + q0 + nt * 8 + 2 * t + (e & 1);
+                    pv[e] = key >= Sk || qi >= Sq || (a.p.causal && key > qi + offset) ? 0.0f : pv[e];
+                }
+                ds[e] = pv[e] * (dp[mt][nt][e] - (e & 1 ? dd.y : dd.x));
             }
-    }
-#pragma unroll
-    for (int nt = 0; nt < NTQ; ++nt) {
-        const float2 dd = *reinterpret_cast<const float2 *>(delta + nt * 8 + 2 * t);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dp[nt][e] = s[nt][e] * (dp[nt][e] - (e & 1 ? dd.y : dd.x));
-        ppk[nt][0] = Mma<T>::pack(s[nt][0], s[nt][1]);
-        ppk[nt][1] = Mma<T>::pack(s[nt][2], s[nt][3]);
-        dpk[nt][0] = Mma<T>::pack(dp[nt][0], dp[nt][1]);
-        dpk[nt][1] = Mma<T>::pack(dp[nt][2], dp[nt][3]);
-        constexpr int BR = NTQ * 8;
-        *reinterpret_cast<uint32_t *>(ds_rows + swz<BR>(g, nt) + 2 * t) = dpk[nt][0];
-        *reinterpret_cast<uint32_t *>(ds_rows + swz<BR>(g + 8, nt) + 2 * t) = dpk[nt][1];
+            const int row = 32 * kg + 16 * mt + g, chunk = (q0 >> 3) + nt;
+            *reinterpret_cast<uint32_t *>(sP + swz<BR>(row, chunk) + 2 * t) = Mma<T>::pack(pv[0], pv[1]);
+            *reinterpret_cast<uint32_t *>(sP + swz<BR>(row + 8, chunk) + 2 * t) = Mma<T>::pack(pv[2], pv[3]);
+            *reinterpret_cast<uint32_t *>(sdS + swz<BR>(row, chunk) + 2 * t) = Mma<T>::pack(ds[0], ds[1]);
+            *reinterpret_cast<uint32_t *>(sdS + swz<BR>(row + 8, chunk) + 2 * t) = Mma<T>::pack(ds[2], ds[3]);
+        }
     }
 }
 
 /* Block (x, KV head hk = blockIdx.y, sequence b = blockIdx.z): key blocks x, x + gridDim.x, ...
  * of the sequence (one when not deterministic: gridDim.x covers the longest). Per key block: K
  * and V to shared memory once; then every query step (head h of hk's group, BR query rows from
- * the first that sees one of the block's keys) double-buffered: S^T, P^T, dP^T, dS^T for the
- * warp's 16 keys, dV and dK accumulated in registers, dS^T through shared memory to dQ's
- * atomics; at the end dK (times softmax_scale) and dV for the keys the sequence has. */
+ * the first that sees one of the block's keys) double-buffered: S^T and dP^T in registers, P^T
+ * and dS^T through shared memory to dV and dK (accumulated in registers) and to dQ's atomics;
+ * at the end dK (times softmax_scale) and dV for the keys the sequence has. */
 template <typename T, int D>
 __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCKS) flash2_bwd_main(const BwdArgs a) {
     using C = BwdConfig<D>;
-    constexpr int BC = C::BC, BR = C::BR, THREADS = C::THREADS, NTQ = BR / 8, NTD = D / 8;
+    constexpr int BC = C::BC, BR = C::BR, THREADS = C::THREADS, NT_S = C::NT_S, NT_KV = C::NT_KV, NT_Q = C::NT_Q;
     constexpr uint32_t STAGE_BYTES = BR * D * sizeof(T);
     extern __shared__ __align__(128) unsigned char smem[];
     T *sK = reinterpret_cast<T *>(smem + C::OFF_K), *sV = reinterpret_cast<T *>(smem + C::OFF_V);
     T *sQ = reinterpret_cast<T *>(smem + C::OFF_Q), *sdO = reinterpret_cast<T *>(smem + C::OFF_DO);
-    T *sdS = reinterpret_cast<T *>(smem + C::OFF_DS);
+    T *sP = reinterpret_cast<T *>(smem + C::OFF_P), *sdS = reinterpret_cast<T *>(smem + C::OFF_DS);
     float *sLse = reinterpret_cast<float *>(smem + C::OFF_LSE), *sDel = reinterpret_cast<float *>(smem + C::OFF_DEL);
 
     const attn_fwd_params &p = a.p;
@@ -364,13 +336,15 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
     const T *do_seq = static_cast<const T *>(a.g.dout) + q.seq_off(b, a.g.do_batch_stride, a.g.do_row_stride);
     float *const dq_acc = a.dq_acc + (int64_t)blockIdx.x * a.split_stride; /* deterministic: slice x */
 
+    /* the warp's tiles: kg (keys 32 kg ..) with sc (S^T's queries, KV's columns), and dQ's
+     * (qr: queries 32 qr .., qc: columns Q_COLS qc ..) */
+    const int kg = warp % C::KG, sc = warp / C::KG, qr = warp % C::Q_RG, qc = warp / C::Q_RG;
     const Lanes ln(lane);
-    const uint32_t a_k = smem_addr(sK + (16 * warp + ln.row_a()) * D), a_v = smem_addr(sV + (16 * warp + ln.row_a()) * D);
-    const uint32_t bn_q = smem_addr(sQ + ln.row_b() * D), bn_do = smem_addr(sdO + ln.row_b() * D);
-    const uint32_t bt_q = smem_addr(sQ + ln.row_a() * D), bt_do = smem_addr(sdO + ln.row_a() * D);
-    const uint32_t kt = smem_addr(sK + ln.row_a() * D), ds_lane = smem_addr(sdS + ln.row_b() * BR);
-    T *const ds_rows = sdS + (16 * warp) * BR;
-    const int rg = warp % C::DQ_RG, cg = warp / C::DQ_RG;
+    const uint32_t k_a = smem_addr(sK + ln.row_a() * D), v_a = smem_addr(sV + ln.row_a() * D);
+    const uint32_t q_b = smem_addr(sQ + ln.row_b() * D), do_b = smem_addr(sdO + ln.row_b() * D);
+    const uint32_t q_bt = smem_addr(sQ + ln.row_a() * D), do_bt = smem_addr(sdO + ln.row_a() * D);
+    const uint32_t p_a = smem_addr(sP + ln.row_a() * BR), ds_a = smem_addr(sdS + ln.row_a() * BR);
+    const uint32_t ds_at = smem_addr(sdS + ln.row_b() * BR), k_bt = smem_addr(sK + ln.row_a() * D);
 
     /* a step's tiles into `stage`: BR rows of Q and dO of head h from query m0 (rows past the
      * sequence zero-filled), and their LSE2 and D entries (0 past it: such rows are masked) */
@@ -399,11 +373,9 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
         const int qb_first = q_lo / BR, qb_end = (Sq + BR - 1) / BR;
         const int steps = q_lo >= Sq ? 0 : (qb_end - qb_first) * group;
 
-        float acc_dk[NTD][4], acc_dv[NTD][4];
-#pragma unroll
-        for (int i = 0; i < NTD; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_dk[i][e] = acc_dv[i][e] = 0.0f;
+        float acc_dk[2][NT_KV][4], acc_dv[2][NT_KV][4];
+        zero_tiles(acc_dk);
+        zero_tiles(acc_dv);
 
         __syncthreads(); /* every warp is done with the previous key block's tiles */
         if (steps > 0) {
@@ -417,21 +389,47 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
             const int stage = it & 1, hs = h, m0 = qb * BR;
             if (++qb == qb_end) qb = qb_first, ++h;
             flash2_ptx::cp_async_wait<0>();
-            __syncthreads(); /* the step's tiles are in; every warp is done with the last step's */
+            __syncthreads(); /* the step's tiles are in; every warp is done with the last step's
+                              * stage, P^T and dS^T */
             if (it + 1 < steps) load_step(stage ^ 1, h, qb * BR);
             cp_async_commit();
 
-            float s[NTQ][4], dp[NTQ][4];
-            gemm_nt<T, D, NTQ>(s, a_k, bn_q + stage * STAGE_BYTES, ln);   /* S^T = K Q^T */
-            gemm_nt<T, D, NTQ>(dp, a_v, bn_do + stage * STAGE_BYTES, ln); /* dP^T = V dO^T */
-            const bool mask = n0 + BC > Sk || m0 + BR > Sq || (p.causal && n0 + BC - 1 > m0 + offset);
-            uint32_t ppk[NTQ][2], dpk[NTQ][2];
-            softmax_grad<T, NTQ>(s, dp, ppk, dpk, sLse + stage * BR, sDel + stage * BR, ds_rows, a,
-                                 n0 + 16 * warp + g, m0, Sq, Sk, mask, g, t);
-            gemm_tn<T, D, NTQ>(acc_dv, ppk, bt_do + stage * STAGE_BYTES, ln); /* dV += P^T dO */
-            gemm_tn<T, D, NTQ>(acc_dk, dpk, bt_q + stage * STAGE_BYTES, ln);  /* dK += dS^T Q */
-            __syncthreads(); /* dS^T is whole */
-            gemm_dq<T, D>(dq_acc + (q.ws_base + hs * q.ws_head + m0) * D, Sq - m0, ds_lane, kt, rg, cg, g, t, ln);
+            {
+                float s[2][NT_S][4], dp[2][NT_S][4];
+                zero_tiles(s);
+                zero_tiles(dp);
+                const uint32_t sq = stage * STAGE_BYTES;
+                mma_tiles<T, 2, NT_S, D / 16, false, D, false, D>(s, k_a, 2 * kg, q_b + sq, sc * NT_S, ln);
+                mma_tiles<T, 2, NT_S, D / 16, false, D, false, D>(dp, v_a, 2 * kg, do_b + sq, sc * NT_S, ln);
+                const bool mask = n0 + BC > Sk || m0 + BR > Sq || (p.causal && n0 + BC - 1 > m0 + offset);
+                if (mask)
+                    softmax_grad<T, D, true>(s, dp, sLse + stage * BR, sDel + stage * BR, sP, sdS, a, kg,
+                                             sc * C::S_COLS, n0 + 32 * kg + g, m0, Sq, Sk, g, t);
+                else
+                    softmax_grad<T, D, false>(s, dp, sLse + stage * BR, sDel + stage * BR, sP, sdS, a, kg,
+                                              sc * C::S_COLS, n0 + 32 * kg + g, m0, Sq, Sk, g, t);
+            }
+            __syncthreads(); /* P^T and dS^T are whole */
+            const uint32_t sq = stage * STAGE_BYTES;
+            /* dV += P^T dO, dK += dS^T Q: the warp's 32 keys x KV_COLS columns over the BR queries */
+            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dv, p_a, 2 * kg, do_bt + sq, sc * NT_KV, ln);
+            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, ds_a, 2 * kg, q_bt + sq, sc * NT_KV, ln);
+            {
+                /* dQ += dS K: queries 32 qr .. + 31, columns Q_COLS qc .., over the BC keys (after
+                 * dV and dK: in the other order ptxas spills at d128) */
+                float dq[2][NT_Q][4];
+                zero_tiles(dq);
+                mma_tiles<T, 2, NT_Q, BC / 16, true, BR, true, D>(dq, ds_at, 2 * qr, k_bt, qc * NT_Q, ln);
+                const int row0 = 32 * qr + g, rows = Sq - m0 - row0; /* this thread's rows row0 + 8 i */
+                float *dq_rows = dq_acc + (q.ws_base + hs * q.ws_head + m0 + row0) * D + qc * C::Q_COLS + 2 * t;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) /* rows row0 + 8 i: m16 tile i / 2, half i % 2 */
+                    if (8 * i < rows) /* else past the sequence's last query */
+#pragma unroll
+                        for (int nt = 0; nt < NT_Q; ++nt)
+                            atomic_add2(dq_rows + 8 * i * D + 8 * nt, dq[i / 2][nt][2 * (i % 2)],
+                                        dq[i / 2][nt][2 * (i % 2) + 1]);
+            }
         }
 
         /* dK = softmax_scale dS^T Q, dV: the warp's keys that the sequence has */
@@ -439,18 +437,21 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
         T *dk_head = const_cast<T *>(kv_base(a.g.dk, a.g.dk_batch_stride, a.g.dk_head_stride, a.g.dk_row_stride));
         T *dv_head = const_cast<T *>(kv_base(a.g.dv, a.g.dv_batch_stride, a.g.dv_head_stride, a.g.dv_row_stride));
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int key = n0 + 16 * warp + g + 8 * r;
-            if (key >= Sk) continue;
-            T *dk = dk_head + (int64_t)key * a.g.dk_row_stride + 2 * t;
-            T *dv = dv_head + (int64_t)key * a.g.dv_row_stride + 2 * t;
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-            for (int dt = 0; dt < NTD; ++dt) {
-                *reinterpret_cast<uint32_t *>(dk + dt * 8) =
-                    Mma<T>::pack(acc_dk[dt][2 * r] * scale, acc_dk[dt][2 * r + 1] * scale);
-                *reinterpret_cast<uint32_t *>(dv + dt * 8) = Mma<T>::pack(acc_dv[dt][2 * r], acc_dv[dt][2 * r + 1]);
+            for (int r = 0; r < 2; ++r) {
+                const int key = n0 + 32 * kg + 16 * mt + g + 8 * r;
+                if (key >= Sk) continue;
+                T *dk = dk_head + (int64_t)key * a.g.dk_row_stride + sc * C::KV_COLS + 2 * t;
+                T *dv = dv_head + (int64_t)key * a.g.dv_row_stride + sc * C::KV_COLS + 2 * t;
+#pragma unroll
+                for (int nt = 0; nt < NT_KV; ++nt) {
+                    *reinterpret_cast<uint32_t *>(dk + nt * 8) =
+                        Mma<T>::pack(acc_dk[mt][nt][2 * r] * scale, acc_dk[mt][nt][2 * r + 1] * scale);
+                    *reinterpret_cast<uint32_t *>(dv + nt * 8) =
+                        Mma<T>::pack(acc_dv[mt][nt][2 * r], acc_dv[mt][nt][2 * r + 1]);
+                }
             }
-        }
     }
 }
 

@@ -9,10 +9,8 @@
 
 #include "attn_abi.h"
 
-/* Keys per main-kernel block (16 per warp, 8 warps) and query rows per step: bwd_kernel.cuh's
- * BwdConfig static_asserts that it uses these. */
+/* Keys per main-kernel block: bwd_kernel.cuh's BwdConfig static_asserts that it uses this. */
 #define FLASH2_BWD_BLOCK_KEYS 128
-#define FLASH2_BWD_BLOCK_ROWS 64
 /* Deterministic mode: each of nsplit blocks per (batch, KV head) adds into its own float32 dQ
  * slice, which the post kernel sums in slice order. nsplit aims at this many blocks in all
  * (two per SM on a 132-SM GPU), at most one per key block, and the slices at most this many
