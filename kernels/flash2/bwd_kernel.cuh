@@ -212,43 +212,54 @@ __global__ void __launch_bounds__(kRowPassThreads) flash2_bwd_post(const BwdArgs
  * [rows][k] tile takes rows l7 + 8 k_hi at chunk 2 kk + hi16; a B fragment pair (n16 x k16)
  * from a [n][k] tile, rows l7 + 8 hi16 at chunk 2 kk + k_hi; a B fragment pair (k16 x n16)
  * from a [k][n] tile (.trans), rows l7 + 8 k_hi at chunk dt + hi16; an A fragment from a
- * [k][m] tile (.trans: dS for dQ), rows l7 + 8 hi16 at chunk 2 m16 + k_hi. Every row a lane
- * reads is = lane (mod 8), so its swizzle XOR is always l7. */
-struct Lanes {
-    uint32_t l7, k_hi, hi16;
-    __device__ __forceinline__ explicit Lanes(int lane) : l7(lane & 7), k_hi((lane >> 3) & 1), hi16(lane >> 4) {}
-    __device__ __forceinline__ uint32_t row_a() const { return l7 + 8 * k_hi; }
-    __device__ __forceinline__ uint32_t row_b() const { return l7 + 8 * hi16; }
-};
+ * [k][m] tile (.trans: dS for dQ), rows l7 + 8 hi16 at chunk 2 m16 + k_hi (l7 = lane & 7,
+ * k_hi = lane bit 3, hi16 = lane bit 4). Every row a lane reads is = lane (mod 8), so its
+ * swizzle XOR is always l7. */
+
+/* This lane's ldmatrix addresses for N consecutive chunk pairs c0, c0 + 1, ... of a swizzled
+ * tile: base (the lane's row) + the byte offset of 16-byte chunk 2 c + bit, XOR-swizzled by the
+ * row (l7), computed before the loops (ptxas recomputes some in the step where registers are
+ * short), so that an ldmatrix is one address register plus an immediate (chunk pairs 4 apart
+ * differ by 128 bytes: the XOR touches the low three chunk bits only). */
+template <int N>
+__device__ __forceinline__ void lane_chunks(uint32_t (&x)[N], uint32_t base, int c0, uint32_t bit, uint32_t l7) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = base + ((((uint32_t)(2 * (c0 + i)) + bit) ^ l7) << 4);
+}
 
 /* c (MT m16 tiles x NT n8 tiles) += A B over KSTEPS k16 steps, both operands from swizzled
- * shared-memory tiles of LDA and LDB elements per row. A_T false: A is a [m][k] tile, a_lane
- * at this lane's row_a row; true: a [k][m] tile (.trans), a_lane at its row_b row. B_T false:
- * B is a [n][k] tile, b_lane at the row_b row; true: a [k][n] tile (.trans), at the row_a row.
- * a_m16 and b_n8: the warp's first m16 and n8 tile in the tiles' m and n. */
-template <typename T, int MT, int NT, int KSTEPS, bool A_T, int LDA, bool B_T, int LDB>
-__device__ __forceinline__ void mma_tiles(float (&c)[MT][NT][4], uint32_t a_lane, int a_m16, uint32_t b_lane,
-                                          int b_n8, const Lanes &ln) {
+ * shared-memory tiles of LDA and LDB elements per row; a_add and b_add are added to every
+ * address (another tile of the same shape, a stage). The lane addresses (lane_chunks):
+ * - A_T false, A a [m][k] tile: a[j] for chunk pair j of k (rows: the lane's row_a row of the
+ *   warp's first m16 tile); NA 4, pair kk at a[kk % 4] + 128 (kk / 4);
+ * - A_T true, A a [k][m] tile (.trans): a[mt] for the warp's m16 tile mt (its row_b row of k);
+ * - B_T false, B a [n][k] tile: b[j] for chunk pair j of k (its row_b row of the warp's first
+ *   n8 tile); NB 4;
+ * - B_T true, B a [k][n] tile (.trans): b[j] for the warp's n8 tiles 2 j, 2 j + 1 (its row_a
+ *   row of k); NB NT / 2, or 4 when the warp's first pair is a multiple of 4. */
+template <typename T, int MT, int NT, int KSTEPS, bool A_T, int LDA, bool B_T, int LDB, int NA, int NB>
+__device__ __forceinline__ void mma_tiles(float (&c)[MT][NT][4], const uint32_t (&a)[NA], uint32_t a_add,
+                                          const uint32_t (&b)[NB], uint32_t b_add) {
     constexpr uint32_t ES = sizeof(T);
+    static_assert(A_T ? NA == MT : NA == 4, "A's lane addresses");
+    static_assert(B_T ? (NB == NT / 2 || NB == 4) : NB == 4, "B's lane addresses");
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
         uint32_t af[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-            const uint32_t m16 = a_m16 + mt;
             if constexpr (A_T)
-                ldmatrix_x4_trans(af[mt], a_lane + kk * 16 * LDA * ES + (((2 * m16 + ln.k_hi) ^ ln.l7) << 4));
+                ldmatrix_x4_trans(af[mt], a[mt] + a_add + kk * 16 * LDA * ES);
             else
-                ldmatrix_x4(af[mt], a_lane + m16 * 16 * LDA * ES + (((2 * kk + ln.hi16) ^ ln.l7) << 4));
+                ldmatrix_x4(af[mt], a[kk % 4] + a_add + (kk / 4) * 128 + mt * 16 * LDA * ES);
         }
 #pragma unroll
         for (int nt = 0; nt < NT; nt += 2) {
-            const uint32_t n8 = b_n8 + nt;
             uint32_t bf[4];
             if constexpr (B_T)
-                ldmatrix_x4_trans(bf, b_lane + kk * 16 * LDB * ES + (((n8 + ln.hi16) ^ ln.l7) << 4));
+                ldmatrix_x4_trans(bf, b[(nt / 2) % NB] + b_add + ((nt / 2) / NB) * 128 + kk * 16 * LDB * ES);
             else
-                ldmatrix_x4(bf, b_lane + n8 * 8 * LDB * ES + (((2 * kk + ln.k_hi) ^ ln.l7) << 4));
+                ldmatrix_x4(bf, b[kk % 4] + b_add + (kk / 4) * 128 + nt * 8 * LDB * ES);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 Mma<T>::run(c[mt][nt], af[mt], bf[0], bf[1]);
@@ -339,12 +350,20 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
     /* the warp's tiles: kg (keys 32 kg ..) with sc (S^T's queries, KV's columns), and dQ's
      * (qr: queries 32 qr .., qc: columns Q_COLS qc ..) */
     const int kg = warp % C::KG, sc = warp / C::KG, qr = warp % C::Q_RG, qc = warp / C::Q_RG;
-    const Lanes ln(lane);
-    const uint32_t k_a = smem_addr(sK + ln.row_a() * D), v_a = smem_addr(sV + ln.row_a() * D);
-    const uint32_t q_b = smem_addr(sQ + ln.row_b() * D), do_b = smem_addr(sdO + ln.row_b() * D);
-    const uint32_t q_bt = smem_addr(sQ + ln.row_a() * D), do_bt = smem_addr(sdO + ln.row_a() * D);
-    const uint32_t p_a = smem_addr(sP + ln.row_a() * BR), ds_a = smem_addr(sdS + ln.row_a() * BR);
-    const uint32_t ds_at = smem_addr(sdS + ln.row_b() * BR), k_bt = smem_addr(sK + ln.row_a() * D);
+    /* this lane's addresses (lane_chunks): K and V as S^T's and dP^T's A (V: K's + OFF_V - OFF_K);
+     * Q and dO as their B (the warp's queries); P^T and dS^T as dV's and dK's A (the warp's keys);
+     * dO and Q as their B (.trans, the warp's columns); dS^T as dQ's A and K as its B (.trans) */
+    const uint32_t l7 = lane & 7, k_hi = (lane >> 3) & 1, hi16 = lane >> 4;
+    const uint32_t row_a = l7 + 8 * k_hi, row_b = l7 + 8 * hi16;
+    uint32_t kv_a[4], qd_b[4], pd_a[4], dq_bt[C::NT_KV / 2 < 4 ? C::NT_KV / 2 : 4], ds_at[2], k_bt[NT_Q / 2];
+    lane_chunks(kv_a, smem_addr(sK + (32 * kg + row_a) * D), 0, hi16, l7);
+    lane_chunks(qd_b, smem_addr(sQ + (C::S_COLS * sc + row_b) * D), 0, k_hi, l7);
+    lane_chunks(pd_a, smem_addr(sP + (32 * kg + row_a) * BR), 0, hi16, l7);
+    lane_chunks(dq_bt, smem_addr(sQ + row_a * D), NT_KV >= 8 ? 0 : sc * NT_KV / 2, hi16, l7);
+    const uint32_t dq_bt_add = NT_KV >= 8 ? sc * NT_KV / 8 * 128 : 0; /* the warp's columns, past the XOR */
+    lane_chunks(ds_at, smem_addr(sdS + row_b * BR), 2 * qr, k_hi, l7);
+    lane_chunks(k_bt, smem_addr(sK + row_a * D), qc * NT_Q / 2, hi16, l7);
+    constexpr uint32_t V_K = C::OFF_V - C::OFF_K, DO_Q = C::OFF_DO - C::OFF_Q, DS_P = C::OFF_DS - C::OFF_P;
 
     /* a step's tiles into `stage`: BR rows of Q and dO of head h from query m0 (rows past the
      * sequence zero-filled), and their LSE2 and D entries (0 past it: such rows are masked) */
@@ -399,8 +418,8 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
                 zero_tiles(s);
                 zero_tiles(dp);
                 const uint32_t sq = stage * STAGE_BYTES;
-                mma_tiles<T, 2, NT_S, D / 16, false, D, false, D>(s, k_a, 2 * kg, q_b + sq, sc * NT_S, ln);
-                mma_tiles<T, 2, NT_S, D / 16, false, D, false, D>(dp, v_a, 2 * kg, do_b + sq, sc * NT_S, ln);
+                mma_tiles<T, 2, NT_S, D / 16, false, D, false, D>(s, kv_a, 0, qd_b, sq);
+                mma_tiles<T, 2, NT_S, D / 16, false, D, false, D>(dp, kv_a, V_K, qd_b, sq + DO_Q);
                 const bool mask = n0 + BC > Sk || m0 + BR > Sq || (p.causal && n0 + BC - 1 > m0 + offset);
                 if (mask)
                     softmax_grad<T, D, true>(s, dp, sLse + stage * BR, sDel + stage * BR, sP, sdS, a, kg,
@@ -412,14 +431,14 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
             __syncthreads(); /* P^T and dS^T are whole */
             const uint32_t sq = stage * STAGE_BYTES;
             /* dV += P^T dO, dK += dS^T Q: the warp's 32 keys x KV_COLS columns over the BR queries */
-            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dv, p_a, 2 * kg, do_bt + sq, sc * NT_KV, ln);
-            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, ds_a, 2 * kg, q_bt + sq, sc * NT_KV, ln);
+            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dv, pd_a, 0, dq_bt, sq + dq_bt_add + DO_Q);
+            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, pd_a, DS_P, dq_bt, sq + dq_bt_add);
             {
                 /* dQ += dS K: queries 32 qr .. + 31, columns Q_COLS qc .., over the BC keys (after
                  * dV and dK: in the other order ptxas spills at d128) */
                 float dq[2][NT_Q][4];
                 zero_tiles(dq);
-                mma_tiles<T, 2, NT_Q, BC / 16, true, BR, true, D>(dq, ds_at, 2 * qr, k_bt, qc * NT_Q, ln);
+                mma_tiles<T, 2, NT_Q, BC / 16, true, BR, true, D>(dq, ds_at, 0, k_bt, 0);
                 const int row0 = 32 * qr + g, rows = Sq - m0 - row0; /* this thread's rows row0 + 8 i */
                 float *dq_rows = dq_acc + (q.ws_base + hs * q.ws_head + m0 + row0) * D + qc * C::Q_COLS + 2 * t;
 #pragma unroll
