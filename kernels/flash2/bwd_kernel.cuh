@@ -365,20 +365,18 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
     lane_chunks(k_bt, smem_addr(sK + row_a * D), qc * NT_Q / 2, hi16, l7);
     constexpr uint32_t V_K = C::OFF_V - C::OFF_K, DO_Q = C::OFF_DO - C::OFF_Q, DS_P = C::OFF_DS - C::OFF_P;
 
-    /* a step's tiles into `stage`: BR rows of Q and dO of head h from query m0 (rows past the
-     * sequence zero-filled), and their LSE2 and D entries (0 past it: such rows are masked) */
-    auto load_step = [&](int stage, int h, int m0) {
-        load_rows<T, D, D / 8, BR, THREADS>(sQ + stage * BR * D,
-                                            q_seq + (int64_t)h * p.q_head_stride + (int64_t)m0 * p.q_row_stride,
-                                            p.q_row_stride, Sq - m0);
-        load_rows<T, D, D / 8, BR, THREADS>(sdO + stage * BR * D,
-                                            do_seq + (int64_t)h * a.g.do_head_stride + (int64_t)m0 * a.g.do_row_stride,
-                                            a.g.do_row_stride, Sq - m0);
+    /* a step's tiles into `stage`: BR rows of Q and dO of the step whose rows start at element
+     * q_off of Q and do_off of dO and at ws_off of the workspace (rows past the sequence,
+     * valid_rows on, zero-filled), and their LSE2 and D entries (0 past it: such rows are
+     * masked). The offsets advance by whole steps (next_step), never recomputed from (h, m0). */
+    auto load_step = [&](int stage, int64_t q_off, int64_t do_off, int64_t ws_off, int valid_rows) {
+        load_rows<T, D, D / 8, BR, THREADS>(sQ + stage * BR * D, q_seq + q_off, p.q_row_stride, valid_rows);
+        load_rows<T, D, D / 8, BR, THREADS>(sdO + stage * BR * D, do_seq + do_off, a.g.do_row_stride, valid_rows);
         const int x = threadIdx.x;
         if (x < 2 * BR) {
             const int r = x % BR;
-            const bool valid = m0 + r < Sq;
-            const float *src = (x < BR ? a.lse2 : a.delta) + q.ws_base + h * q.ws_head + m0 + r;
+            const bool valid = r < valid_rows;
+            const float *src = (x < BR ? a.lse2 : a.delta) + ws_off + r;
             cp_async4(smem_addr((x < BR ? sLse : sDel) + stage * BR + r), valid ? src : a.delta, valid);
         }
     };
@@ -400,17 +398,30 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
         if (steps > 0) {
             load_rows<T, D, D / 8, BC, THREADS>(sK, k_head + (int64_t)n0 * p.k_row_stride, p.k_row_stride, Sk - n0);
             load_rows<T, D, D / 8, BC, THREADS>(sV, v_head + (int64_t)n0 * p.v_row_stride, p.v_row_stride, Sk - n0);
-            load_step(0, hk * group, qb_first * BR);
-            cp_async_commit();
         }
-        int h = hk * group, qb = qb_first; /* the next step to load */
+        /* the next step to load: query block qb (of head hk group, then the group's next heads),
+         * its offsets in Q, dO and the workspace */
+        int qb = qb_first;
+        int64_t q_off = (int64_t)hk * group * p.q_head_stride + (int64_t)qb * BR * p.q_row_stride;
+        int64_t do_off = (int64_t)hk * group * a.g.do_head_stride + (int64_t)qb * BR * a.g.do_row_stride;
+        int64_t ws_off = q.ws_base + (int64_t)hk * group * q.ws_head + qb * BR;
+        if (steps > 0) load_step(0, q_off, do_off, ws_off, Sq - qb * BR);
+        cp_async_commit();
+        /* from a step to the next: the next query block, or the first of the next head */
+        const int64_t q_wrap = p.q_head_stride - (int64_t)(qb_end - qb_first - 1) * BR * p.q_row_stride;
+        const int64_t do_wrap = a.g.do_head_stride - (int64_t)(qb_end - qb_first - 1) * BR * a.g.do_row_stride;
+        const int64_t ws_wrap = q.ws_head - (int64_t)(qb_end - qb_first - 1) * BR;
         for (int it = 0; it < steps; ++it) {
-            const int stage = it & 1, hs = h, m0 = qb * BR;
-            if (++qb == qb_end) qb = qb_first, ++h;
+            const int stage = it & 1, m0 = qb * BR;
+            const int64_t ws_step = ws_off; /* this step's workspace rows: dQ's accumulator */
+            if (++qb == qb_end)
+                qb = qb_first, q_off += q_wrap, do_off += do_wrap, ws_off += ws_wrap;
+            else
+                q_off += BR * p.q_row_stride, do_off += BR * a.g.do_row_stride, ws_off += BR;
             flash2_ptx::cp_async_wait<0>();
             __syncthreads(); /* the step's tiles are in; every warp is done with the last step's
                               * stage, P^T and dS^T */
-            if (it + 1 < steps) load_step(stage ^ 1, h, qb * BR);
+            if (it + 1 < steps) load_step(stage ^ 1, q_off, do_off, ws_off, Sq - qb * BR);
             cp_async_commit();
 
             {
@@ -440,14 +451,22 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
                 zero_tiles(dq);
                 mma_tiles<T, 2, NT_Q, BC / 16, true, BR, true, D>(dq, ds_at, 0, k_bt, 0);
                 const int row0 = 32 * qr + g, rows = Sq - m0 - row0; /* this thread's rows row0 + 8 i */
-                float *dq_rows = dq_acc + (q.ws_base + hs * q.ws_head + m0 + row0) * D + qc * C::Q_COLS + 2 * t;
+                float *dq_rows = dq_acc + (ws_step + row0) * D + qc * C::Q_COLS + 2 * t;
+                /* rows row0 + 8 i: m16 tile i / 2, half i % 2; a whole step (uniform) adds every
+                 * row from one address and immediates, a tail only the rows the sequence has */
+                auto add_row = [&](int i) {
 #pragma unroll
-                for (int i = 0; i < 4; ++i) /* rows row0 + 8 i: m16 tile i / 2, half i % 2 */
-                    if (8 * i < rows) /* else past the sequence's last query */
+                    for (int nt = 0; nt < NT_Q; ++nt)
+                        atomic_add2(dq_rows + 8 * i * D + 8 * nt, dq[i / 2][nt][2 * (i % 2)], dq[i / 2][nt][2 * (i % 2) + 1]);
+                };
+                if (m0 + BR <= Sq) {
 #pragma unroll
-                        for (int nt = 0; nt < NT_Q; ++nt)
-                            atomic_add2(dq_rows + 8 * i * D + 8 * nt, dq[i / 2][nt][2 * (i % 2)],
-                                        dq[i / 2][nt][2 * (i % 2) + 1]);
+                    for (int i = 0; i < 4; ++i) add_row(i);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        if (8 * i < rows) add_row(i);
+                }
             }
         }
 
