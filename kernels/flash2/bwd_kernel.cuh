@@ -16,8 +16,9 @@ namespace {
  * d64, so that a step's GEMMs are as large as d128's), Q and dO (with their LSE and D entries)
  * double-buffered, K, V, P^T and dS^T single. Each GEMM has its own warp grid, so that every
  * warp tile is at least 32 x 32 (ldmatrix bytes per mma: NOTES_bwd.md, v2):
- * - S^T = K Q^T and dP^T = V dO^T: warp (w % 4, w / 4) takes keys 32 (w % 4) .. + 31 and
- *   queries S_COLS (w / 4) .. + S_COLS - 1;
+ * - S^T = K Q^T and dP^T = V dO^T: warp (w % S_KG, w / S_KG) takes keys S_KEYS (w % S_KG) ..
+ *   and queries S_COLS (w / S_KG) .. (d128: 32 x 32; d64: 64 x 32, so that a thread reads the
+ *   LSE2 and D of 8 queries, not 16);
  * - dV += P^T dO and dK += dS^T Q: keys 32 (w % 4) .. + 31, columns KV_COLS (w / 4) ..;
  * - dQ += dS K: queries 32 (w % Q_RG) .. + 31, columns Q_COLS (w / Q_RG) ... */
 template <int D_>
@@ -27,8 +28,10 @@ struct BwdConfig {
     static constexpr int BC = 128;
     static constexpr int BR = D == 64 ? 128 : 64;
     static constexpr int MIN_BLOCKS = 1; /* register cap 255 */
-    static constexpr int KG = 4;                          /* key groups of 32 (S^T, dP^T, dK, dV) */
-    static constexpr int S_COLS = BR / (WARPS / KG);      /* queries per warp in S^T, dP^T */
+    static constexpr int KG = 4;                          /* key groups of 32 (dK, dV) */
+    static constexpr int S_KG = D == 64 ? 2 : 4;          /* key groups of S^T and dP^T */
+    static constexpr int S_KEYS = BC / S_KG, MT_S = S_KEYS / 16; /* keys per warp there, m16 tiles */
+    static constexpr int S_COLS = BR / (WARPS / S_KG);    /* queries per warp in S^T, dP^T */
     static constexpr int NT_S = S_COLS / 8;               /* their n8 tiles */
     static constexpr int KV_COLS = D / (WARPS / KG);      /* dK, dV columns per warp */
     static constexpr int NT_KV = KV_COLS / 8;
@@ -44,12 +47,13 @@ struct BwdConfig {
     /* Registers a thread keeps live through a step: dK and dV (2 x NT_KV x 4 each), S^T and
      * dP^T (2 x NT_S x 4 each); dQ's (2 x NT_Q x 4) come after S^T and dP^T are in shared
      * memory. 48 for addresses, indices and operand fragments (ptxas's count: NOTES_bwd.md). */
-    static constexpr int FRAGMENT_REGS = 2 * (2 * NT_KV * 4) + 2 * (2 * NT_S * 4);
+    static constexpr int FRAGMENT_REGS = 2 * (2 * NT_KV * 4) + 2 * (MT_S * NT_S * 4);
     static constexpr int REG_CAP = flash2_space::register_cap(THREADS, MIN_BLOCKS);
 
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(BC == FLASH2_BWD_BLOCK_KEYS, "bwd_plan.h's grid and workspace assume this key block");
-    static_assert(BC == 32 * KG && WARPS % KG == 0, "S^T's and dK/dV's warp grids: 32 keys per warp row");
+    static_assert(BC == 32 * KG && WARPS % KG == 0, "dK/dV's warp grid: 32 keys per warp row");
+    static_assert(BC % S_KG == 0 && S_KEYS % 16 == 0 && WARPS % S_KG == 0, "S^T's warp grid: whole m16 tiles");
     static_assert(BR % 64 == 0, "P^T and dS^T rows are whole groups of the swizzle's 8 chunks");
     static_assert(THREADS >= 2 * BR, "one thread per LSE2 and per D entry of a step");
     static_assert(NT_S % 2 == 0 && NT_KV % 2 == 0 && NT_Q % 2 == 0 && WARPS % Q_RG == 0,
@@ -278,12 +282,13 @@ __device__ __forceinline__ void zero_tiles(float (&c)[MT][NT][4]) {
 }
 
 /* P^T = exp2(S^T log2(e) scale - LSE2) (0 where masked), dS^T = P^T (dP^T - D), both stored in
- * the dtype to the [BC][BR] tiles: the warp's 32 keys (rows 32 kg ..) x S_COLS queries (columns
- * q0 ..). key0: this thread's first key (row g of m16 tile 0); m0: the step's first query.
+ * the dtype to the [BC][BR] tiles: the warp's S_KEYS keys (rows S_KEYS kg ..) x S_COLS queries
+ * (columns q0 ..). key0: this thread's first key (row g of m16 tile 0); m0: the step's first query.
  * MASK: the step crosses the diagonal or an end (one uniform branch per step picks it, so that
  * the element loops carry no branches). */
 template <typename T, int D, bool MASK>
-__device__ __forceinline__ void softmax_grad(float (&s)[2][BwdConfig<D>::NT_S][4], const float (&dp)[2][BwdConfig<D>::NT_S][4],
+__device__ __forceinline__ void softmax_grad(float (&s)[BwdConfig<D>::MT_S][BwdConfig<D>::NT_S][4],
+                                             const float (&dp)[BwdConfig<D>::MT_S][BwdConfig<D>::NT_S][4],
                                              const float *lse2, const float *delta, T *sP, T *sdS, const BwdArgs &a,
                                              int kg, int q0, int key0, int m0, int Sq, int Sk, int g, int t) {
     using C = BwdConfig<D>;
@@ -294,7 +299,7 @@ __device__ __forceinline__ void softmax_grad(float (&s)[2][BwdConfig<D>::NT_S][4
         const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + q0 + nt * 8 + 2 * t);
         const float2 dd = *reinterpret_cast<const float2 *>(delta + q0 + nt * 8 + 2 * t);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < C::MT_S; ++mt) {
             float pv[4], ds[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -305,7 +310,7 @@ __device__ __forceinline__ void softmax_grad(float (&s)[2][BwdConfig<D>::NT_S][4
                 }
                 ds[e] = pv[e] * (dp[mt][nt][e] - (e & 1 ? dd.y : dd.x));
             }
-            const int row = 32 * kg + 16 * mt + g, chunk = (q0 >> 3) + nt;
+            const int row = C::S_KEYS * kg + 16 * mt + g, chunk = (q0 >> 3) + nt;
             *reinterpret_cast<uint32_t *>(sP + swz<BR>(row, chunk) + 2 * t) = Mma<T>::pack(pv[0], pv[1]);
             *reinterpret_cast<uint32_t *>(sP + swz<BR>(row + 8, chunk) + 2 * t) = Mma<T>::pack(pv[2], pv[3]);
             *reinterpret_cast<uint32_t *>(sdS + swz<BR>(row, chunk) + 2 * t) = Mma<T>::pack(ds[0], ds[1]);
@@ -350,14 +355,15 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
     /* the warp's tiles: kg (keys 32 kg ..) with sc (S^T's queries, KV's columns), and dQ's
      * (qr: queries 32 qr .., qc: columns Q_COLS qc ..) */
     const int kg = warp % C::KG, sc = warp / C::KG, qr = warp % C::Q_RG, qc = warp / C::Q_RG;
+    const int skg = warp % C::S_KG, ssc = warp / C::S_KG; /* S^T's: keys S_KEYS skg .., queries S_COLS ssc .. */
     /* this lane's addresses (lane_chunks): K and V as S^T's and dP^T's A (V: K's + OFF_V - OFF_K);
      * Q and dO as their B (the warp's queries); P^T and dS^T as dV's and dK's A (the warp's keys);
      * dO and Q as their B (.trans, the warp's columns); dS^T as dQ's A and K as its B (.trans) */
     const uint32_t l7 = lane & 7, k_hi = (lane >> 3) & 1, hi16 = lane >> 4;
     const uint32_t row_a = l7 + 8 * k_hi, row_b = l7 + 8 * hi16;
     uint32_t kv_a[4], qd_b[4], pd_a[4], dq_bt[C::NT_KV / 2 < 4 ? C::NT_KV / 2 : 4], ds_at[2], k_bt[NT_Q / 2];
-    lane_chunks(kv_a, smem_addr(sK + (32 * kg + row_a) * D), 0, hi16, l7);
-    lane_chunks(qd_b, smem_addr(sQ + (C::S_COLS * sc + row_b) * D), 0, k_hi, l7);
+    lane_chunks(kv_a, smem_addr(sK + (C::S_KEYS * skg + row_a) * D), 0, hi16, l7);
+    lane_chunks(qd_b, smem_addr(sQ + (C::S_COLS * ssc + row_b) * D), 0, k_hi, l7);
     lane_chunks(pd_a, smem_addr(sP + (32 * kg + row_a) * BR), 0, hi16, l7);
     lane_chunks(dq_bt, smem_addr(sQ + row_a * D), NT_KV >= 8 ? 0 : sc * NT_KV / 2, hi16, l7);
     const uint32_t dq_bt_add = NT_KV >= 8 ? sc * NT_KV / 8 * 128 : 0; /* the warp's columns, past the XOR */
@@ -425,19 +431,19 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
             cp_async_commit();
 
             {
-                float s[2][NT_S][4], dp[2][NT_S][4];
+                float s[C::MT_S][NT_S][4], dp[C::MT_S][NT_S][4];
                 zero_tiles(s);
                 zero_tiles(dp);
                 const uint32_t sq = stage * STAGE_BYTES;
-                mma_tiles<T, 2, NT_S, D / 16, false, D, false, D>(s, kv_a, 0, qd_b, sq);
-                mma_tiles<T, 2, NT_S, D / 16, false, D, false, D>(dp, kv_a, V_K, qd_b, sq + DO_Q);
+                mma_tiles<T, C::MT_S, NT_S, D / 16, false, D, false, D>(s, kv_a, 0, qd_b, sq);
+                mma_tiles<T, C::MT_S, NT_S, D / 16, false, D, false, D>(dp, kv_a, V_K, qd_b, sq + DO_Q);
                 const bool mask = n0 + BC > Sk || m0 + BR > Sq || (p.causal && n0 + BC - 1 > m0 + offset);
                 if (mask)
-                    softmax_grad<T, D, true>(s, dp, sLse + stage * BR, sDel + stage * BR, sP, sdS, a, kg,
-                                             sc * C::S_COLS, n0 + 32 * kg + g, m0, Sq, Sk, g, t);
+                    softmax_grad<T, D, true>(s, dp, sLse + stage * BR, sDel + stage * BR, sP, sdS, a, skg,
+                                             ssc * C::S_COLS, n0 + C::S_KEYS * skg + g, m0, Sq, Sk, g, t);
                 else
-                    softmax_grad<T, D, false>(s, dp, sLse + stage * BR, sDel + stage * BR, sP, sdS, a, kg,
-                                              sc * C::S_COLS, n0 + 32 * kg + g, m0, Sq, Sk, g, t);
+                    softmax_grad<T, D, false>(s, dp, sLse + stage * BR, sDel + stage * BR, sP, sdS, a, skg,
+                                              ssc * C::S_COLS, n0 + C::S_KEYS * skg + g, m0, Sq, Sk, g, t);
             }
             __syncthreads(); /* P^T and dS^T are whole */
             const uint32_t sq = stage * STAGE_BYTES;
