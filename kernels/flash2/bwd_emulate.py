@@ -8,9 +8,10 @@ by lane, shared memory NaN-poisoned; compares dQ, dK, dV with a float64 referenc
 attn_abi.h's backward and checks that nothing outside the rows it must write changes (NaN
 poison between rows and past the ends). Inputs, P and dS rounded to fp16 as the kernel does.
 The main kernel is v2's layout (BwdConfig: BR 128 at d64, 64 at d128; P^T and dS^T [BC][BR]
-swizzled tiles in shared memory; one warp grid for S^T/dP^T and dK/dV, keys 32 (w % 4) ..,
-queries or columns by w / 4, and one for dQ, queries 32 (w % Q_RG) .., columns by w / Q_RG;
-all through mma_tiles). Its barriers are phases: all warps' S^T, dP^T and softmax_grad, then
+swizzled tiles in shared memory; a warp grid for S^T/dP^T, keys S_KEYS (w % S_KG) .., queries
+by w / S_KG; one for dK/dV, keys 32 (w % 4) .., columns by w / 4; one for dQ, queries
+32 (w % Q_RG) .., columns by w / Q_RG; all through mma_tiles, whose addresses are the values
+the kernel's per-lane tables (lane_chunks) hold). Its barriers are phases: all warps' S^T, dP^T and softmax_grad, then
 all warps' dV, dK and dQ; a cp.async destination is poisoned from its issue to its wait, P^T
 and dS^T at each step's first barrier, and each of their elements may be written once a step.
 It checks the index math, not the hardware (races, atomics' order, timing).
@@ -123,7 +124,10 @@ class Cfg:
         self.THREADS, self.BC, self.BR = 256, 128, 128 if D == 64 else 64
         BC, BR = self.BC, self.BR
         self.KG = 4
-        self.S_COLS = BR // (self.WARPS // self.KG)
+        self.S_KG = 2 if D == 64 else 4
+        self.S_KEYS = BC // self.S_KG
+        self.MT_S = self.S_KEYS // 16
+        self.S_COLS = BR // (self.WARPS // self.S_KG)
         self.NT_S = self.S_COLS // 8
         self.KV_COLS = D // (self.WARPS // self.KG)
         self.NT_KV = self.KV_COLS // 8
@@ -315,12 +319,12 @@ def block(p, a, cfg, bx, gx, hk, b):
             sq = stage * STAGE_BYTES
             mask = n0 + BC > Sk or m0 + BR > Sq or (p['causal'] and n0 + BC - 1 > m0 + offset)
             for w in range(8):
-                kg, sc = w % KG, w // KG
-                s, dp = np.zeros((2, NT_S, 32, 4)), np.zeros((2, NT_S, 32, 4))
-                mma_tiles(sm, s, D // 16, False, D, False, D, k_a, 2 * kg, q_b + sq, sc * NT_S)
-                mma_tiles(sm, dp, D // 16, False, D, False, D, v_a, 2 * kg, do_b + sq, sc * NT_S)
+                skg, ssc = w % cfg.S_KG, w // cfg.S_KG
+                s, dp = np.zeros((cfg.MT_S, NT_S, 32, 4)), np.zeros((cfg.MT_S, NT_S, 32, 4))
+                mma_tiles(sm, s, D // 16, False, D, False, D, k_a, cfg.MT_S * skg, q_b + sq, ssc * NT_S)
+                mma_tiles(sm, dp, D // 16, False, D, False, D, v_a, cfg.MT_S * skg, do_b + sq, ssc * NT_S)
                 softmax_grad(sm, p, a, cfg, s, dp, cfg.OFF_LSE // 4 + stage * BR, cfg.OFF_DEL // 4 + stage * BR,
-                             kg, sc * cfg.S_COLS, n0 + 32 * kg + G, m0, Sq, Sk, mask)
+                             skg, ssc * cfg.S_COLS, n0 + cfg.S_KEYS * skg + G, m0, Sq, Sk, mask)
             # __syncthreads: P^T and dS^T are whole
             for w in range(8):
                 kg, sc, qr, qc = w % KG, w // KG, w % QRG, w // QRG
@@ -381,7 +385,7 @@ def mma_tiles(sm, c, KSTEPS, A_T, LDA, B_T, LDB, a_lane, a_m16, b_lane, b_n8):
 
 
 def softmax_grad(sm, p, a, cfg, s, dp, lse_w, del_w, kg, q0, key0, m0, Sq, Sk, mask):
-    """P^T and dS^T of the warp's 32 keys (rows 32 kg ..) x S_COLS queries (columns q0 ..) to
+    """P^T and dS^T of the warp's S_KEYS keys (rows S_KEYS kg ..) x S_COLS queries (columns q0 ..) to
     their [BC][BR] tiles; lse_w, del_w: the stage's LSE2 and D (float words)"""
     offset, BR = Sk - Sq, cfg.BR
 
@@ -396,7 +400,7 @@ def softmax_grad(sm, p, a, cfg, s, dp, lse_w, del_w, kg, q0, key0, m0, Sq, Sk, m
         l2 = (sm.f[lse_w + cols], sm.f[lse_w + cols + 1])
         dd = (sm.f[del_w + cols], sm.f[del_w + cols + 1])
         assert not np.isnan(np.stack(l2 + dd)).any(), "LSE2 or D read before it landed"
-        for mt in range(2):
+        for mt in range(cfg.MT_S):
             pv, ds = np.zeros((32, 4)), np.zeros((32, 4))
             for e in range(4):
                 with np.errstate(over='ignore', invalid='ignore'):
@@ -408,7 +412,7 @@ def softmax_grad(sm, p, a, cfg, s, dp, lse_w, del_w, kg, q0, key0, m0, Sq, Sk, m
                     pv[hid, e] = 0.0
                 ds[:, e] = pv[:, e] * (dp[mt, nt, :, e] - dd[e & 1])
             assert np.isfinite(pv).all() and np.isfinite(ds).all(), "inf or NaN in P or dS"
-            row, chunk = 32 * kg + 16 * mt + G, (q0 >> 3) + nt
+            row, chunk = cfg.S_KEYS * kg + 16 * mt + G, (q0 >> 3) + nt
             st2(cfg.OFF_P // 2, row, chunk, pv[:, 0], pv[:, 1])
             st2(cfg.OFF_P // 2, row + 8, chunk, pv[:, 2], pv[:, 3])
             st2(cfg.OFF_DS // 2, row, chunk, ds[:, 0], ds[:, 1])
