@@ -65,7 +65,7 @@ int check(const attn_bwd_params *bp, attn_fwd_params *n) {
 
 /* The main kernel's dynamic shared memory above 48 KB: raised once per device (a property of
  * the function in that device's context), as the forward's launch does. A GPU whose blocks
- * cannot have that much (under sm_80's 163 KB: sm_86, sm_89 at d128) is not supported. */
+ * cannot have that much (under sm_80's 163 KB: sm_86, sm_89, at d64 and d128) is not supported. */
 template <typename T, int D>
 int raise_smem(void) {
     static std::atomic<unsigned long long> raised{0};
