@@ -463,7 +463,8 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
                 auto add_row = [&](int i) {
 #pragma unroll
                     for (int nt = 0; nt < NT_Q; ++nt)
-                        atomic_add2(dq_rows + 8 * i * D + 8 * nt, dq[i / 2][nt][2 * (i % 2)], dq[i / 2][nt][2 * (i % 2) + 1]);
+                        atomic_add2(dq_rows + 8 * i * D + 8 * nt, dq[i / 2][nt][2 * (i % 2)],
+                                    dq[i / 2][nt][2 * (i % 2) + 1]);
                 };
                 if (m0 + BR <= Sq) {
 #pragma unroll
