@@ -45,7 +45,7 @@ struct BwdConfig {
     static constexpr int OFF_DS = OFF_P + BC * BR * 2, OFF_LSE = OFF_DS + BC * BR * 2;
     static constexpr int OFF_DEL = OFF_LSE + 2 * BR * 4, SMEM = OFF_DEL + 2 * BR * 4;
     /* Registers a thread keeps live through a step: dK and dV (2 x NT_KV x 4 each), S^T and
-     * dP^T (2 x NT_S x 4 each); dQ's (2 x NT_Q x 4) come after S^T and dP^T are in shared
+     * dP^T (MT_S x NT_S x 4 each); dQ's (2 x NT_Q x 4) come after S^T and dP^T are in shared
      * memory. 48 for addresses, indices and operand fragments (ptxas's count: NOTES_bwd.md). */
     static constexpr int FRAGMENT_REGS = 2 * (2 * NT_KV * 4) + 2 * (MT_S * NT_S * 4);
     static constexpr int REG_CAP = flash2_space::register_cap(THREADS, MIN_BLOCKS);
@@ -352,8 +352,8 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
     const T *do_seq = static_cast<const T *>(a.g.dout) + q.seq_off(b, a.g.do_batch_stride, a.g.do_row_stride);
     float *const dq_acc = a.dq_acc + (int64_t)blockIdx.x * a.split_stride; /* deterministic: slice x */
 
-    /* the warp's tiles: kg (keys 32 kg ..) with sc (S^T's queries, KV's columns), and dQ's
-     * (qr: queries 32 qr .., qc: columns Q_COLS qc ..) */
+    /* the warp's tiles: dK's and dV's (keys 32 kg .., columns KV_COLS sc ..), dQ's (queries
+     * 32 qr .., columns Q_COLS qc ..) */
     const int kg = warp % C::KG, sc = warp / C::KG, qr = warp % C::Q_RG, qc = warp / C::Q_RG;
     const int skg = warp % C::S_KG, ssc = warp / C::S_KG; /* S^T's: keys S_KEYS skg .., queries S_COLS ssc .. */
     /* this lane's addresses (lane_chunks): K and V as S^T's and dP^T's A (V: K's + OFF_V - OFF_K);
@@ -361,12 +361,12 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
      * dO and Q as their B (.trans, the warp's columns); dS^T as dQ's A and K as its B (.trans) */
     const uint32_t l7 = lane & 7, k_hi = (lane >> 3) & 1, hi16 = lane >> 4;
     const uint32_t row_a = l7 + 8 * k_hi, row_b = l7 + 8 * hi16;
-    uint32_t kv_a[4], qd_b[4], pd_a[4], dq_bt[C::NT_KV / 2 < 4 ? C::NT_KV / 2 : 4], ds_at[2], k_bt[NT_Q / 2];
+    uint32_t kv_a[4], qd_b[4], pd_a[4], qd_bt[C::NT_KV / 2 < 4 ? C::NT_KV / 2 : 4], ds_at[2], k_bt[NT_Q / 2];
     lane_chunks(kv_a, smem_addr(sK + (C::S_KEYS * skg + row_a) * D), 0, hi16, l7);
     lane_chunks(qd_b, smem_addr(sQ + (C::S_COLS * ssc + row_b) * D), 0, k_hi, l7);
     lane_chunks(pd_a, smem_addr(sP + (32 * kg + row_a) * BR), 0, hi16, l7);
-    lane_chunks(dq_bt, smem_addr(sQ + row_a * D), NT_KV >= 8 ? 0 : sc * NT_KV / 2, hi16, l7);
-    const uint32_t dq_bt_add = NT_KV >= 8 ? sc * NT_KV / 8 * 128 : 0; /* the warp's columns, past the XOR */
+    lane_chunks(qd_bt, smem_addr(sQ + row_a * D), NT_KV >= 8 ? 0 : sc * NT_KV / 2, hi16, l7);
+    const uint32_t qd_bt_add = NT_KV >= 8 ? sc * NT_KV / 8 * 128 : 0; /* the warp's columns, past the XOR */
     lane_chunks(ds_at, smem_addr(sdS + row_b * BR), 2 * qr, k_hi, l7);
     lane_chunks(k_bt, smem_addr(sK + row_a * D), qc * NT_Q / 2, hi16, l7);
     constexpr uint32_t V_K = C::OFF_V - C::OFF_K, DO_Q = C::OFF_DO - C::OFF_Q, DS_P = C::OFF_DS - C::OFF_P;
@@ -374,7 +374,8 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
     /* a step's tiles into `stage`: BR rows of Q and dO of the step whose rows start at element
      * q_off of Q and do_off of dO and at ws_off of the workspace (rows past the sequence,
      * valid_rows on, zero-filled), and their LSE2 and D entries (0 past it: such rows are
-     * masked). The offsets advance by whole steps (next_step), never recomputed from (h, m0). */
+     * masked). The offsets advance by a step at the step loop's head, never recomputed from
+     * (head, query block). */
     auto load_step = [&](int stage, int64_t q_off, int64_t do_off, int64_t ws_off, int valid_rows) {
         load_rows<T, D, D / 8, BR, THREADS>(sQ + stage * BR * D, q_seq + q_off, p.q_row_stride, valid_rows);
         load_rows<T, D, D / 8, BR, THREADS>(sdO + stage * BR * D, do_seq + do_off, a.g.do_row_stride, valid_rows);
@@ -448,11 +449,11 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
             __syncthreads(); /* P^T and dS^T are whole */
             const uint32_t sq = stage * STAGE_BYTES;
             /* dV += P^T dO, dK += dS^T Q: the warp's 32 keys x KV_COLS columns over the BR queries */
-            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dv, pd_a, 0, dq_bt, sq + dq_bt_add + DO_Q);
-            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, pd_a, DS_P, dq_bt, sq + dq_bt_add);
+            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dv, pd_a, 0, qd_bt, sq + qd_bt_add + DO_Q);
+            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, pd_a, DS_P, qd_bt, sq + qd_bt_add);
             {
                 /* dQ += dS K: queries 32 qr .. + 31, columns Q_COLS qc .., over the BC keys (after
-                 * dV and dK: in the other order ptxas spills at d128) */
+                 * dV and dK: before them it measured slower at d128, NOTES_bwd.md) */
                 float dq[2][NT_Q][4];
                 zero_tiles(dq);
                 mma_tiles<T, 2, NT_Q, BC / 16, true, BR, true, D>(dq, ds_at, 0, k_bt, 0);
