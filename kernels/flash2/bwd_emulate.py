@@ -569,6 +569,9 @@ if __name__ == '__main__':
         ('d64 GQA 4:2 causal 100x260 deterministic', dict(B=1, H=4, Hk=2, Sq=100, Sk=260, D=64, causal=True, det=True)),
         ('d128 causal 130x130 bhsd', dict(B=1, H=2, Hk=1, Sq=130, Sk=130, D=128, causal=True, layout='bhsd')),
         ('d128 full 70x200 deterministic', dict(B=1, H=1, Hk=1, Sq=70, Sk=200, D=128, causal=False, det=True)),
+        # steps below the diagonal that take the unmasked path with the causal flag set
+        ('d64 causal 256x256 (unmasked causal steps)', dict(B=1, H=1, Hk=1, Sq=256, Sk=256, D=64, causal=True)),
+        ('d128 causal 256x256 (unmasked causal steps)', dict(B=1, H=1, Hk=1, Sq=256, Sk=256, D=128, causal=True)),
         ('d64 varlen causal, seqused_k, an empty sequence',
          dict(B=3, H=2, Hk=1, Sq=129, Sk=200, D=64, causal=True, cu_q=[0, 0, 70, 199], cu_k=[0, 50, 50, 250],
               used=[50, 0, 150])),
