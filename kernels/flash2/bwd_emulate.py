@@ -180,12 +180,28 @@ def seq_len_k(p, b):
     return min(sk, max(p['used'][b], 0)) if p['used'] is not None else sk
 
 
+def ru8(n):
+    return (n + 7) // 8 * 8
+
+
+def head_rows(p):
+    """bwd_plan.h's flash2_bwd_head_rows: workspace rows per head, padded to groups of 8"""
+    return ru8(p['total_q']) + 8 * p['B'] if p['cu_q'] is not None else ru8(p['Sq'])
+
+
 def q_rows(p, b):
+    """(len, ws_base, ws_head, tok0, lse_base, lse_head), as bwd_kernel.cuh's q_rows"""
     ln = seq_len_q(p, b)
     if p['cu_q'] is not None:
         tok0 = p['cu_q'][b]
-        return ln, tok0, p['total_q'], tok0
-    return ln, b * p['H'] * p['Sq'], p['Sq'], -1
+        return ln, ru8(tok0) + 8 * b, head_rows(p), tok0, tok0, p['total_q']
+    return ln, b * p['H'] * head_rows(p), head_rows(p), -1, b * p['H'] * p['Sq'], p['Sq']
+
+
+def dq_acc_index(D, row, col):
+    """bwd_kernel.cuh's dq_acc_index: (workspace row, column) -> float offset in a slice"""
+    g, nt, t = row % 8, (col % 32) // 8, (col % 8) // 2
+    return (row - g) * D + (col // 32) * 256 + (nt // 2) * 128 + 4 * (4 * g + t) + 2 * (nt % 2) + col % 2
 
 
 def seq_off(tok0, b, bs, rs):
@@ -199,10 +215,10 @@ def pre_post(p, a, D, post):
         for h in range(p['H']):
             for bx in range((p['Sq'] + 63) // 64):
                 m0 = bx * 64
-                qlen, ws_base, ws_head, tok0 = q_rows(p, b)
+                qlen, ws_base, ws_head, tok0, lse_base, lse_head = q_rows(p, b)
                 if m0 >= qlen:
                     continue
-                ws0 = ws_base + h * ws_head
+                ws0, lse0 = ws_base + h * ws_head, lse_base + h * lse_head
                 for tid in range(256):
                     chunk = tid % CH
                     if not post:
@@ -212,32 +228,35 @@ def pre_post(p, a, D, post):
                         dq = seq_off(tok0, b, p['dQ'].bs, p['dQ'].rs) + h * p['dQ'].hs + chunk * 8
                     for r in range(tid // CH, 64, STEP):
                         i = m0 + r
-                        if i >= qlen:
+                        if i >= (ru8(qlen) if not post else qlen):
                             continue
                         row = ws0 + i
                         if not post:
-                            ov = p['O'].a[o + i * p['O'].rs:o + i * p['O'].rs + 8]
-                            dv = p['dO'].a[do + i * p['dO'].rs:do + i * p['dO'].rs + 8]
-                            assert not np.isnan(ov).any() and not np.isnan(dv).any()
-                            a['dot'][(row, chunk)] = float(np.dot(ov, dv))
-                            if chunk == 0:
-                                a['rows_pre'].add(row)
+                            # each workspace row (padding included) belongs to one (sequence, head)
+                            assert a['owner'].setdefault(row, (b, h)) == (b, h), "workspace rows overlap"
+                            if i < qlen:
+                                ov = p['O'].a[o + i * p['O'].rs:o + i * p['O'].rs + 8]
+                                dv = p['dO'].a[do + i * p['dO'].rs:do + i * p['dO'].rs + 8]
+                                assert not np.isnan(ov).any() and not np.isnan(dv).any()
+                                a['dot'][(row, chunk)] = float(np.dot(ov, dv))
+                                if chunk == 0:
+                                    a['rows_pre'][row] = lse0 + i
                             for s in range(a['nsplit']):
                                 base = s * a['split_stride'] + row * D + chunk * 8
                                 a['dq_acc'][base:base + 8] = 0.0
                         else:
-                            acc = a['dq_acc'][row * D + chunk * 8: row * D + chunk * 8 + 8].copy()
+                            idx = [dq_acc_index(D, row, chunk * 8 + c) for c in range(8)]
+                            acc = a['dq_acc'][idx].copy()
                             for s in range(1, a['nsplit']):
-                                base = s * a['split_stride'] + row * D + chunk * 8
-                                acc = acc + a['dq_acc'][base:base + 8]
+                                acc = acc + a['dq_acc'][[s * a['split_stride'] + x for x in idx]]
                             assert not np.isnan(acc).any(), "dq_acc read before zeroing"
                             off = dq + i * p['dQ'].rs
                             p['dQ'].a[off:off + 8] = r16(acc * p['scale'])
     if not post:  # the shuffle reduction and the chunk-0 writes
-        for row in a['rows_pre']:
+        for row, li in a['rows_pre'].items():
             dot = sum(a['dot'][(row, c)] for c in range(CH))
             a['delta'][row] = dot
-            lse = p['lse'][row]
+            lse = p['lse'][li]
             a['lse2'][row] = math.inf if lse == -math.inf else lse * LOG2E
 
 
@@ -255,7 +274,7 @@ def block(p, a, cfg, bx, gx, hk, b):
     NT_S, NT_KV, NT_Q = cfg.NT_S, cfg.NT_KV, cfg.NT_Q
     STAGE_BYTES = BR * D * 2
     sm = Smem(cfg.SMEM)
-    Sq, ws_base, ws_head, tok0 = q_rows(p, b)
+    Sq, ws_base, ws_head, tok0, _, _ = q_rows(p, b)
     Sk = seq_len_k(p, b)
     offset, group = Sk - Sq, p['H'] // p['Hk']
     k_tok0 = p['cu_k'][b] if p['cu_k'] is not None else -1
@@ -332,19 +351,25 @@ def block(p, a, cfg, bx, gx, hk, b):
                 mma_tiles(sm, acc_dk[w], BR // 16, False, BR, True, D, ds_a, 2 * kg, q_bt + sq, sc * NT_KV)
                 dq = np.zeros((2, NT_Q, 32, 4))
                 mma_tiles(sm, dq, BC // 16, True, BR, True, D, ds_at, 2 * qr, k_bt, qc * NT_Q)
-                dq_rows = dq_acc0 + (ws_base + hs * ws_head + m0) * D + qc * cfg.Q_COLS + 2 * TT
-                for mt in range(2):
-                    for r in range(2):
-                        row = 32 * qr + 16 * mt + G + 8 * r
+                # group i (rows 32 qr + 8 i ..): two 16-byte reds per lane, n8 tiles 2 j, 2 j + 1
+                dq_groups = dq_acc0 + (ws_base + hs * ws_head + m0 + 32 * qr) * D + qc * 256 + 4 * np.arange(32)
+                for i in range(4):
+                    if m0 + BR > Sq and not 32 * qr + 8 * i < Sq - m0:
+                        continue
+                    for j in range(2):
                         for lane in range(32):
-                            if m0 + row[lane] >= Sq:
-                                continue
-                            for nt in range(NT_Q):
-                                dst = dq_rows[lane] + row[lane] * D + 8 * nt
-                                x = a['dq_acc'][dst:dst + 2]
-                                assert not np.isnan(x).any(), "atomic into an unzeroed accumulator"
-                                a['dq_acc'][dst:dst + 2] = x + dq[mt, nt, lane, 2 * r:2 * r + 2]
-                                a['touched'].add(dst)
+                            dst = dq_groups[lane] + 8 * i * D + 128 * j
+                            vals = np.concatenate([dq[i // 2, 2 * j, lane, 2 * (i % 2):2 * (i % 2) + 2],
+                                                   dq[i // 2, 2 * j + 1, lane, 2 * (i % 2):2 * (i % 2) + 2]])
+                            x = a['dq_acc'][dst:dst + 4]
+                            assert dst % 4 == 0 and not np.isnan(x).any(), "atomic into an unzeroed accumulator"
+                            # the element each value is, by dq_acc_index
+                            row = ws_base + hs * ws_head + m0 + 32 * qr + 8 * i + G[lane]
+                            for e in range(4):
+                                col = qc * cfg.Q_COLS + 8 * (2 * j + e // 2) + 2 * TT[lane] + e % 2
+                                assert dq_acc0 + dq_acc_index(D, row, col) == dst + e
+                            a['dq_acc'][dst:dst + 4] = x + vals
+                            a['touched'].add(dst)
         for w in range(8):
             kg, sc = w % KG, w // KG
             for mt in range(2):
@@ -501,7 +526,7 @@ def run_case(name, B, H, Hk, Sq, Sk, D, causal, layout='bshd', det=False, cu_q=N
                 p['K'].a[view(p['K'], b, h, i, var_k, cu_k):][:D] = Kv[b][h][i]
                 p['V'].a[view(p['V'], b, h, i, var_k, cu_k):][:D] = Vv[b][h][i]
     # the plan (bwd_plan.h's flash2_bwd_plan_for)
-    rows = lse_rows
+    rows = (1 if var_q else B) * H * head_rows(p)
     nsplit = 1
     if det:
         jobs = B * Hk
@@ -512,7 +537,7 @@ def run_case(name, B, H, Hk, Sq, Sk, D, causal, layout='bshd', det=False, cu_q=N
         nsplit = max(1, n)
     a = dict(delta=np.full(rows, np.nan), lse2=np.full(rows, np.nan), dq_acc=np.full(nsplit * rows * D, np.nan),
              nsplit=nsplit if det else 1, split_stride=rows * D if det else 0, scale_log2=p['scale'] * LOG2E,
-             dot={}, rows_pre=set(), touched=set())
+             dot={}, rows_pre={}, touched=set(), owner={})
     pre_post(p, a, D, post=False)
     main_kernel(p, a, cfg, det)
     pre_post(p, a, D, post=True)
@@ -577,6 +602,9 @@ if __name__ == '__main__':
               used=[50, 0, 150])),
         ('d64 varlen full, q empty', dict(B=2, H=2, Hk=2, Sq=80, Sk=140, D=64, causal=False, cu_q=[0, 80, 80],
                                           cu_k=[0, 140, 170])),
+        # sequences that start and end inside one group of 8 workspace rows (bwd_plan.h's padding)
+        ('d128 varlen causal, short sequences', dict(B=4, H=2, Hk=2, Sq=9, Sk=20, D=128, causal=True,
+                                                     cu_q=[0, 1, 2, 11, 14], cu_k=[0, 5, 25, 30, 32])),
     ]
     results = [run_case(n, **kw) for n, kw in cases if only in n]
     print('all ok' if all(results) else 'FAILURES')

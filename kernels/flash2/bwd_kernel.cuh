@@ -59,7 +59,8 @@ struct BwdConfig {
     static_assert(BC % S_KG == 0 && S_KEYS % 16 == 0 && WARPS % S_KG == 0, "S^T's warp grid: whole m16 tiles");
     static_assert(BR % 64 == 0, "P^T and dS^T rows are whole groups of the swizzle's 8 chunks");
     static_assert(THREADS >= 2 * BR, "one thread per LSE2 and per D entry of a step");
-    static_assert(NT_S % 2 == 0 && NT_KV % 2 == 0 && NT_Q % 2 == 0 && WARPS % Q_RG == 0,
+    static_assert(Q_COLS == 32 && WARPS % Q_RG == 0, "dQ's warp tiles are 32 x 32: dq_acc_index's blocks");
+    static_assert(NT_S % 2 == 0 && NT_KV % 2 == 0 && NT_Q % 2 == 0,
                   "n8 tiles in pairs (one ldmatrix x4 each)");
     /* d64 162 KB, d128 161 KB: within sm_80's 163 KB per block (one block per SM) */
     static_assert(SMEM <= 163 * 1024, "shared memory per block");
@@ -84,14 +85,16 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, bool va
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
 
-/* Adds (x, y) to two consecutive floats of global memory (8-byte aligned): one vector red on
- * sm_90, two elsewhere. One thread's adds to an address apply in its program order. */
-__device__ __forceinline__ void atomic_add2(float *dst, float x, float y) {
+/* Adds (x, y, z, w) to four consecutive floats of global memory (16-byte aligned): one vector
+ * red on sm_90, four elsewhere. One thread's adds to an address apply in its program order. */
+__device__ __forceinline__ void atomic_add4(float *dst, float x, float y, float z, float w) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float2 *>(dst), make_float2(x, y));
+    atomicAdd(reinterpret_cast<float4 *>(dst), make_float4(x, y, z, w));
 #else
     atomicAdd(dst, x);
     atomicAdd(dst + 1, y);
+    atomicAdd(dst + 2, z);
+    atomicAdd(dst + 3, w);
 #endif
 }
 
@@ -103,13 +106,13 @@ template <> __device__ __forceinline__ float2 to_float2<__nv_bfloat16>(uint32_t 
     return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&u));
 }
 
-/* Sequence b's rows of the workspace and of the query-side tensors: workspace row of (head h,
- * query i) = ws_base + h * ws_head + i, the LSE's own index ([batch][heads][seqlen_q] dense,
- * [heads][total_q] packed); the element offset of its row 0 in a query-side tensor is
- * row0 * row_stride, or b * batch_stride when not packed (q_tok0 < 0). */
+/* Sequence b's rows: workspace row of (head h, query i) = ws_base + h * ws_head + i (bwd_plan.h:
+ * ws_base a multiple of FLASH2_BWD_ROW_GROUP), the LSE's own index lse_base + h * lse_head + i
+ * ([batch][heads][seqlen_q] dense, [heads][total_q] packed); the element offset of its row 0 in a
+ * query-side tensor is row0 * row_stride, or b * batch_stride when not packed (q_tok0 < 0). */
 struct QRows {
     int len;
-    int64_t ws_base, ws_head;
+    int64_t ws_base, ws_head, lse_base, lse_head;
     int q_tok0; /* cu_seqlens_q[b], or -1 when not packed */
     __device__ __forceinline__ int64_t seq_off(int b, int64_t batch_stride, int64_t row_stride) const {
         return q_tok0 >= 0 ? (int64_t)q_tok0 * row_stride : (int64_t)b * batch_stride;
@@ -118,14 +121,29 @@ struct QRows {
 __device__ __forceinline__ QRows q_rows(const attn_fwd_params &p, int b) {
     QRows r;
     r.len = seq_len_q(p, b);
+    r.ws_head = flash2_bwd_head_rows(&p);
     if (p.cu_seqlens_q) {
         r.q_tok0 = p.cu_seqlens_q[b];
-        r.ws_base = r.q_tok0, r.ws_head = p.total_q;
+        r.ws_base = flash2_bwd_round_group(r.q_tok0) + (int64_t)FLASH2_BWD_ROW_GROUP * b;
+        r.lse_base = r.q_tok0, r.lse_head = p.total_q;
     } else {
         r.q_tok0 = -1;
-        r.ws_base = (int64_t)b * p.heads * p.seqlen_q, r.ws_head = p.seqlen_q;
+        r.ws_base = (int64_t)b * p.heads * r.ws_head;
+        r.lse_base = (int64_t)b * p.heads * p.seqlen_q, r.lse_head = p.seqlen_q;
     }
     return r;
+}
+
+/* dQ's accumulator: a group of 8 workspace rows (bwd_plan.h) holds 8 x D floats as D / 32
+ * blocks of 256, block qc columns 32 qc .. + 31, element (row g, column 32 qc + 8 nt + 2 t + e)
+ * at 128 (nt / 2) + 4 (4 g + t) + 2 (nt % 2) + e: the order in which lane 4 g + t of a 32 x 32
+ * mma.sync tile holds them (n8 tiles nt), so that a warp adds 8 rows x 32 columns with two
+ * 16-byte reds per lane, each 512 contiguous bytes (four whole 128-byte lines; in row-major
+ * order each red touched 8 lines). The offset of (row, column) in floats: */
+template <int D>
+__device__ __forceinline__ int64_t dq_acc_index(int64_t row, int col) {
+    const int g = (int)(row % 8), nt = (col % 32) / 8, t = (col % 8) / 2;
+    return (row - g) * D + (col / 32) * 256 + (nt / 2) * 128 + 4 * (4 * g + t) + 2 * (nt % 2) + col % 2;
 }
 
 /* The row passes of the pre- and post-pass: blocks of 64 query rows of one (sequence b =
@@ -134,7 +152,8 @@ __device__ __forceinline__ QRows q_rows(const attn_fwd_params &p, int b) {
 constexpr int kRowPassThreads = 256, kRowPassRows = 64;
 
 /* D = rowsum(dO * O) in float32, LSE2 = LSE log2(e) (+inf for a row that sees no key, so that
- * exp2(s - LSE2) = 0), and the row's dQ accumulator zeroed in every slice. */
+ * exp2(s - LSE2) = 0), and the row's dQ accumulator zeroed in every slice, with the padding rows
+ * of the sequence's last group (a group's 8 x D floats in any order zero it). */
 template <typename T, int D>
 __global__ void __launch_bounds__(kRowPassThreads) flash2_bwd_pre(const BwdArgs a) {
     constexpr int CH = D / 8, STEP = kRowPassThreads / CH;
@@ -147,7 +166,8 @@ __global__ void __launch_bounds__(kRowPassThreads) flash2_bwd_pre(const BwdArgs 
                  (int64_t)h * p.o_head_stride + chunk * 8;
     const T *d_o = static_cast<const T *>(a.g.dout) + q.seq_off(b, a.g.do_batch_stride, a.g.do_row_stride) +
                    (int64_t)h * a.g.do_head_stride + chunk * 8;
-    const int64_t ws0 = q.ws_base + h * q.ws_head;
+    const int64_t ws0 = q.ws_base + h * q.ws_head, lse0 = q.lse_base + h * q.lse_head;
+    const int padded = (int)flash2_bwd_round_group(q.len); /* in this block when len is */
     for (int r = threadIdx.x / CH; r < kRowPassRows; r += STEP) {
         const int i = m0 + r;
         const bool valid = i < q.len;
@@ -166,10 +186,10 @@ __global__ void __launch_bounds__(kRowPassThreads) flash2_bwd_pre(const BwdArgs 
         /* the row's CH chunks are CH consecutive lanes of one warp (CH divides 32) */
 #pragma unroll
         for (int m = 1; m < CH; m <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
-        if (!valid) continue;
+        if (i >= padded) continue;
         const int64_t row = ws0 + i;
-        if (chunk == 0) {
-            const float lse = p.lse[row];
+        if (valid && chunk == 0) {
+            const float lse = p.lse[lse0 + i];
             a.delta[row] = dot;
             a.lse2[row] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
         }
@@ -197,19 +217,27 @@ __global__ void __launch_bounds__(kRowPassThreads) flash2_bwd_post(const BwdArgs
     for (int r = threadIdx.x / CH; r < kRowPassRows; r += STEP) {
         const int i = m0 + r;
         if (i >= q.len) break; /* rows only grow with r */
-        const float4 *acc = reinterpret_cast<const float4 *>(a.dq_acc + (ws0 + i) * D + chunk * 8);
-        float4 lo = acc[0], hi = acc[1];
+        /* columns 8 chunk + 2 t + {0, 1} of the row: four float2 16 bytes apart (dq_acc_index) */
+        const float *acc = a.dq_acc + dq_acc_index<D>(ws0 + i, chunk * 8);
+        float v[8];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            const float2 x = *reinterpret_cast<const float2 *>(acc + 4 * t);
+            v[2 * t] = x.x, v[2 * t + 1] = x.y;
+        }
         for (int s = 1; s < a.nsplit; ++s) {
-            acc += a.split_stride / 4;
-            const float4 l = acc[0], u = acc[1];
-            lo.x += l.x, lo.y += l.y, lo.z += l.z, lo.w += l.w;
-            hi.x += u.x, hi.y += u.y, hi.z += u.z, hi.w += u.w;
+            acc += a.split_stride;
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+                const float2 x = *reinterpret_cast<const float2 *>(acc + 4 * t);
+                v[2 * t] += x.x, v[2 * t + 1] += x.y;
+            }
         }
         uint4 out;
-        out.x = Mma<T>::pack(lo.x * scale, lo.y * scale);
-        out.y = Mma<T>::pack(lo.z * scale, lo.w * scale);
-        out.z = Mma<T>::pack(hi.x * scale, hi.y * scale);
-        out.w = Mma<T>::pack(hi.z * scale, hi.w * scale);
+        out.x = Mma<T>::pack(v[0] * scale, v[1] * scale);
+        out.y = Mma<T>::pack(v[2] * scale, v[3] * scale);
+        out.z = Mma<T>::pack(v[4] * scale, v[5] * scale);
+        out.w = Mma<T>::pack(v[6] * scale, v[7] * scale);
         *reinterpret_cast<uint4 *>(dq + (int64_t)i * a.g.dq_row_stride) = out;
     }
 }
@@ -461,23 +489,25 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
                 float dq[2][NT_Q][4];
                 zero_tiles(dq);
                 mma_tiles<T, 2, NT_Q, BC / 16, true, BR, true, D>(dq, ds_at, 0, k_bt, 0);
-                const int row0 = 32 * qr + g, rows = Sq - m0 - row0; /* this thread's rows row0 + 8 i */
-                float *dq_rows = dq_acc + (ws_step + row0) * D + qc * C::Q_COLS + 2 * t;
-                /* rows row0 + 8 i: m16 tile i / 2, half i % 2; a whole step (uniform) adds every
-                 * row from one address and immediates, a tail only the rows the sequence has */
-                auto add_row = [&](int i) {
+                /* rows 32 qr + 8 i .. + 7 (group i: m16 tile i / 2, half i % 2) x the warp's 32
+                 * columns: two 16-byte reds per lane, n8 tiles 2 j and 2 j + 1 (dq_acc_index); a
+                 * whole step adds every group from one address and immediates, a tail the groups
+                 * that hold a row of the sequence (their other rows add zeros to padding) */
+                float *dq_groups = dq_acc + (ws_step + 32 * qr) * D + qc * 256 + 4 * lane;
+                auto add_group = [&](int i) {
 #pragma unroll
-                    for (int nt = 0; nt < NT_Q; ++nt)
-                        atomic_add2(dq_rows + 8 * i * D + 8 * nt, dq[i / 2][nt][2 * (i % 2)],
-                                    dq[i / 2][nt][2 * (i % 2) + 1]);
+                    for (int j = 0; j < 2; ++j)
+                        atomic_add4(dq_groups + 8 * i * D + 128 * j, dq[i / 2][2 * j][2 * (i % 2)],
+                                    dq[i / 2][2 * j][2 * (i % 2) + 1], dq[i / 2][2 * j + 1][2 * (i % 2)],
+                                    dq[i / 2][2 * j + 1][2 * (i % 2) + 1]);
                 };
                 if (m0 + BR <= Sq) {
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) add_row(i);
+                    for (int i = 0; i < 4; ++i) add_group(i);
                 } else {
 #pragma unroll
                     for (int i = 0; i < 4; ++i)
-                        if (8 * i < rows) add_row(i);
+                        if (32 * qr + 8 * i < Sq - m0) add_group(i);
                 }
             }
             if constexpr (C::DQ_BETWEEN)

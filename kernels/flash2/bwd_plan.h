@@ -9,6 +9,15 @@
 
 #include "attn_abi.h"
 
+/* host and device (space.h's macro): the kernels index the workspace with the plan's rules */
+#ifndef FLASH2_HD
+#ifdef __CUDACC__
+#define FLASH2_HD __host__ __device__
+#else
+#define FLASH2_HD
+#endif
+#endif
+
 /* Keys per main-kernel block: bwd_kernel.cuh's BwdConfig static_asserts that it uses this. */
 #define FLASH2_BWD_BLOCK_KEYS 128
 /* Deterministic mode: each of nsplit blocks per (batch, KV head) adds into its own float32 dQ
@@ -17,9 +26,23 @@
  * bytes together (but always one). */
 #define FLASH2_BWD_TARGET_BLOCKS 264
 #define FLASH2_BWD_MAX_SPLIT_BYTES ((int64_t)1 << 30)
+/* Workspace rows come in groups of this many, each (sequence, head)'s first row starting one:
+ * dQ's accumulator is laid out by group (bwd_kernel.cuh, "dQ's accumulator"). */
+#define FLASH2_BWD_ROW_GROUP 8
+
+FLASH2_HD static inline int64_t flash2_bwd_round_group(int64_t n) {
+    return (n + FLASH2_BWD_ROW_GROUP - 1) / FLASH2_BWD_ROW_GROUP * FLASH2_BWD_ROW_GROUP;
+}
+
+/* Workspace rows per head: dense, seqlen_q rounded up to a group; packed, every sequence's rows
+ * from row round_group(cu_seqlens_q[b]) + GROUP b (its own groups, whatever the lengths). */
+FLASH2_HD static inline int64_t flash2_bwd_head_rows(const attn_fwd_params *p) {
+    return p->cu_seqlens_q ? flash2_bwd_round_group(p->total_q > 0 ? p->total_q : 0) + (int64_t)FLASH2_BWD_ROW_GROUP * p->batch
+                           : flash2_bwd_round_group(p->seqlen_q > 0 ? p->seqlen_q : 0);
+}
 
 typedef struct {
-    int64_t rows;      /* workspace rows: one per (head, query row), LSE's indexing */
+    int64_t rows;      /* workspace rows: heads x head_rows (a row per (head, query row) and padding) */
     int nsplit;        /* dQ slices (1 unless deterministic) = the main grid's x when deterministic */
     size_t off_delta;  /* float [rows]: D = rowsum(dO * O) */
     size_t off_lse2;   /* float [rows]: LSE * log2(e), +inf for a row that sees no key */
@@ -35,9 +58,9 @@ static inline flash2_bwd_plan flash2_bwd_plan_for(const attn_bwd_params *bp) {
     flash2_bwd_plan pl = {0, 1, 0, 0, 0, 0};
     const attn_fwd_params *p = bp ? bp->fwd : NULL;
     if (!p || p->batch < 1 || p->heads < 1 || p->head_dim < 1) return pl;
-    pl.rows = p->cu_seqlens_q ? (int64_t)p->heads * (p->total_q > 0 ? p->total_q : 0)
-                              : (int64_t)p->batch * p->heads * (p->seqlen_q > 0 ? p->seqlen_q : 0);
-    if (pl.rows == 0) return pl;
+    const int64_t q_rows = p->cu_seqlens_q ? (p->total_q > 0 ? p->total_q : 0) : (p->seqlen_q > 0 ? p->seqlen_q : 0);
+    if (q_rows == 0) return pl;
+    pl.rows = (p->cu_seqlens_q ? 1 : (int64_t)p->batch) * p->heads * flash2_bwd_head_rows(p);
     const int64_t slice = pl.rows * p->head_dim * (int64_t)sizeof(float);
     if (bp->deterministic) {
         const int64_t jobs = (int64_t)p->batch * (p->heads_k > 0 ? p->heads_k : p->heads);
