@@ -38,9 +38,6 @@ struct BwdConfig {
     static constexpr int Q_RG = BR / 32;                  /* dQ's query groups of 32 */
     static constexpr int Q_COLS = D / (WARPS / Q_RG);     /* dQ columns per warp */
     static constexpr int NT_Q = Q_COLS / 8;
-    /* phase 2's order: dV, dQ, dK at d64 (dQ's reds drain under dK); dV, dK, dQ at d128, where
-     * the other order measured 4-5 % slower (NOTES_bwd.md, v2) */
-    static constexpr bool DQ_BETWEEN = D == 64;
     /* shared memory, bytes: K, V [BC][D]; Q, dO [2][BR][D]; P^T, dS^T [BC][BR] (keys x
      * queries); LSE2, D [2][BR] float */
     static constexpr int OFF_K = 0, OFF_V = OFF_K + BC * D * 2, OFF_Q = OFF_V + BC * D * 2;
@@ -479,11 +476,9 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
             }
             __syncthreads(); /* P^T and dS^T are whole */
             const uint32_t sq = stage * STAGE_BYTES;
-            /* dV += P^T dO, dK += dS^T Q (the warp's 32 keys x KV_COLS columns over the BR
-             * queries) and dQ += dS K, in the order measured fastest per head dim (DQ_BETWEEN) */
+            /* dV += P^T dO, dQ += dS K, dK += dS^T Q (dV and dK: the warp's 32 keys x KV_COLS
+             * columns over the BR queries), in that order: dQ's reds drain under dK (NOTES_bwd.md) */
             mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dv, pd_a, 0, qd_bt, sq + qd_bt_add + DO_Q);
-            if constexpr (!C::DQ_BETWEEN)
-                mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, pd_a, DS_P, qd_bt, sq + qd_bt_add);
             {
                 /* dQ += dS K: queries 32 qr .. + 31, columns Q_COLS qc .., over the BC keys */
                 float dq[2][NT_Q][4];
@@ -510,8 +505,7 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
                         if (32 * qr + 8 * i < Sq - m0) add_group(i);
                 }
             }
-            if constexpr (C::DQ_BETWEEN)
-                mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, pd_a, DS_P, qd_bt, sq + qd_bt_add);
+            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, pd_a, DS_P, qd_bt, sq + qd_bt_add);
         }
 
         /* dK = softmax_scale dS^T Q, dV: the warp's keys that the sequence has */
