@@ -268,15 +268,17 @@ __device__ __forceinline__ void lane_chunks(uint32_t (&x)[N], uint32_t base, int
  * - B_T false, B a [n][k] tile: b[j] for chunk pair j of k (its row_b row of the warp's first
  *   n8 tile); NB 4;
  * - B_T true, B a [k][n] tile (.trans): b[j] for the warp's n8 tiles 2 j, 2 j + 1 (its row_a
- *   row of k); NB NT / 2, or 4 when the warp's first pair is a multiple of 4. */
+ *   row of k); NB NT / 2, or 4 when the warp's first pair is a multiple of 4.
+ * k0 .. k1 - 1: the k16 steps to run (all by default; dK's run in four parts, a group of dQ's
+ * reds between them). */
 template <typename T, int MT, int NT, int KSTEPS, bool A_T, int LDA, bool B_T, int LDB, int NA, int NB>
 __device__ __forceinline__ void mma_tiles(float (&c)[MT][NT][4], const uint32_t (&a)[NA], uint32_t a_add,
-                                          const uint32_t (&b)[NB], uint32_t b_add) {
+                                          const uint32_t (&b)[NB], uint32_t b_add, int k0 = 0, int k1 = KSTEPS) {
     constexpr uint32_t ES = sizeof(T);
     static_assert(A_T ? NA == MT : NA == 4, "A's lane addresses");
     static_assert(B_T ? (NB == NT / 2 || NB == 4) : NB == 4, "B's lane addresses");
 #pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
+    for (int kk = k0; kk < k1; ++kk) {
         uint32_t af[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
@@ -477,7 +479,9 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
             __syncthreads(); /* P^T and dS^T are whole */
             const uint32_t sq = stage * STAGE_BYTES;
             /* dV += P^T dO, dQ += dS K, dK += dS^T Q (dV and dK: the warp's 32 keys x KV_COLS
-             * columns over the BR queries), in that order: dQ's reds drain under dK (NOTES_bwd.md) */
+             * columns over the BR queries), in that order: dQ's reds go out between dK's k-steps,
+             * a quarter at a time, so that the LSU takes each quarter's operands while dK's mma
+             * run (all at once, the next instructions waited for them: NOTES_bwd.md, v4) */
             mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dv, pd_a, 0, qd_bt, sq + qd_bt_add + DO_Q);
             {
                 /* dQ += dS K: queries 32 qr .. + 31, columns Q_COLS qc .., over the BC keys */
@@ -485,8 +489,8 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
                 zero_tiles(dq);
                 mma_tiles<T, 2, NT_Q, BC / 16, true, BR, true, D>(dq, ds_at, 0, k_bt, 0);
                 /* rows 32 qr + 8 i .. + 7 (group i: m16 tile i / 2, half i % 2) x the warp's 32
-                 * columns: two 16-byte reds per lane, n8 tiles 2 j and 2 j + 1 (dq_acc_index); a
-                 * whole step adds every group from one address and immediates, a tail the groups
+                 * columns: two 16-byte reds per lane, n8 tiles 2 j and 2 j + 1 (dq_acc_index),
+                 * every group from one address and immediates; a tail step adds only the groups
                  * that hold a row of the sequence (their other rows add zeros to padding) */
                 float *dq_groups = dq_acc + (ws_step + 32 * qr) * D + qc * 256 + 4 * lane;
                 auto add_group = [&](int i) {
@@ -496,16 +500,16 @@ __global__ void __launch_bounds__(BwdConfig<D>::THREADS, BwdConfig<D>::MIN_BLOCK
                                     dq[i / 2][2 * j][2 * (i % 2) + 1], dq[i / 2][2 * j + 1][2 * (i % 2)],
                                     dq[i / 2][2 * j + 1][2 * (i % 2) + 1]);
                 };
-                if (m0 + BR <= Sq) {
+                const bool whole = m0 + BR <= Sq;
+                constexpr int KQ = BR / 16 / 4; /* dK's k-steps after each group of reds */
+                static_assert(BR % 64 == 0, "dK's k-steps in four equal parts");
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) add_group(i);
-                } else {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i)
-                        if (32 * qr + 8 * i < Sq - m0) add_group(i);
+                for (int i = 0; i < 4; ++i) {
+                    if (whole || 32 * qr + 8 * i < Sq - m0) add_group(i);
+                    mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, pd_a, DS_P, qd_bt, sq + qd_bt_add,
+                                                                        KQ * i, KQ * (i + 1));
                 }
             }
-            mma_tiles<T, 2, NT_KV, BR / 16, false, BR, true, D>(acc_dk, pd_a, DS_P, qd_bt, sq + qd_bt_add);
         }
 
         /* dK = softmax_scale dS^T Q, dV: the warp's keys that the sequence has */
