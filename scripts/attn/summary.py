@@ -5,7 +5,8 @@ which GPUs ran the tests (the "GPU <n>: ..." line each correctness test prints).
     scripts/summary.py build/junit-correctness.xml [--require-gpu] [--by-kernel]
 
 --by-kernel adds a Markdown table: a row per kernel, a column per label (the test name's first
-part; sanitize/<tool> for the sanitizers, benchmark/bwd and benchmark/fwd_bwd for the
+part; sanitize/<tool> for the sanitizers, backward/features, backward/packed and
+backward/contract for the backward's own, benchmark/bwd and benchmark/fwd_bwd for the
 backward's benchmarks), each cell its cases "passed / not supported /
 failed" (a test without CASE lines counts as one case).
 
@@ -95,7 +96,9 @@ def by_kernel_table(root):
     labels, kernels = [], []
     for tc in root.iter("testcase"):
         pass_, parts = split_name(tc.get("name") or "")
-        n = 2 if parts[0] == "sanitize" else 1
+        # the label is two parts for sanitize/<tool>/<kernel> and backward/<features, packed or
+        # contract>/<kernel>, one otherwise (backward/<kernel>/<dtype>/d<D>: label backward)
+        n = 2 if parts[0] == "sanitize" or (parts[0] == "backward" and parts[1:2] in (["features"], ["packed"], ["contract"])) else 1
         if len(parts) <= n:
             continue
         label, kernel = "/".join(parts[:n]) + ("" if pass_ == "fwd" else f"/{pass_}"), parts[n]
