@@ -164,7 +164,8 @@ __global__ void __launch_bounds__(kRowPassThreads) flash2_bwd_pre(const BwdArgs 
     const T *d_o = static_cast<const T *>(a.g.dout) + q.seq_off(b, a.g.do_batch_stride, a.g.do_row_stride) +
                    (int64_t)h * a.g.do_head_stride + chunk * 8;
     const int64_t ws0 = q.ws_base + h * q.ws_head, lse0 = q.lse_base + h * q.lse_head;
-    const int padded = (int)flash2_bwd_round_group(q.len); /* in this block when len is */
+    /* rows past len up to its group's end: padding, zeroed here (the block of row len - 1 has them) */
+    const int padded = (int)flash2_bwd_round_group(q.len);
     for (int r = threadIdx.x / CH; r < kRowPassRows; r += STEP) {
         const int i = m0 + r;
         const bool valid = i < q.len;
