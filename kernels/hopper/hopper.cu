@@ -59,14 +59,19 @@ constexpr int kD64ThreeFrom = 512, kD64ThreeFromCausal = 4096;
 
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
-template <int D_, bool CAUSAL_, int CONSUMERS_>
+/* FEAT_: the problem has a feature beyond dense or packed rows and a causal mask: a window
+ * (window_left, or a window_right other than causal's 0: Args' bounds), a softcap, paged K/V or
+ * seqused_k. Its own instantiations (two consumers, BN = 128), so that the plain path's code
+ * stays as measured. */
+template <int D_, bool CAUSAL_, int CONSUMERS_, bool FEAT_ = false>
 struct Config {
     static constexpr int D = D_;
+    static constexpr bool FEAT = FEAT_;
     static constexpr int CONSUMERS = CONSUMERS_; /* warpgroups of 64 query rows: 2, or 3 at d64 */
     static constexpr int BM = 64 * CONSUMERS; /* query rows per block (tile) */
     /* keys per KV tile: FlashAttention-3's 176 at d128 without a mask (a causal block's
      * diagonal wastes more of a wide tile; 192 at d64 measured 0-17 % slower than 128) */
-    static constexpr int BN = D == 128 && !CAUSAL_ ? 176 : 128;
+    static constexpr int BN = D == 128 && !CAUSAL_ && !FEAT_ ? 176 : 128;
     static constexpr int THREADS = 128 * (1 + CONSUMERS);
     static constexpr int STAGES = D == 64 ? 3 : 2; /* the K/V ring (shared memory: SMEM below) */
     /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
@@ -84,15 +89,17 @@ struct Config {
     static constexpr int BARS = 2 + 4 * STAGES;
     /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
     static constexpr int SMEM = OFF_BAR + 8 * BARS + 1024;
-    /* registers per thread: the producer warpgroup keeps 24, the consumers take the rest (240
-     * each of two, 160 each of three) */
-    static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = CONSUMERS == 3 ? 160 : 240;
+    /* registers per thread: the producer warpgroup keeps 24 (56 with FEAT: the paged loads'
+     * addressing spilled at 48), the consumers take the rest (240 each of two, 224 with FEAT,
+     * 160 each of three) */
+    static constexpr int PRODUCER_REGS = FEAT ? 56 : 24;
+    static constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : FEAT ? 224 : 240;
     /* live fragments of a consumer thread: O (D / 2 floats), S (BN / 2 floats), P (BN / 4
      * registers of two dtype values) */
     static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + BN / 4;
 
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
-    static_assert(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64), "three consumers at d64 only");
+    static_assert(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64 && !FEAT), "three consumers at d64 only, plain");
     static_assert(BN == 128 || BN == 176, "the S GEMM shapes ptx.cuh has: n128, n176");
     static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
     static_assert(OFF_K % 1024 == 0 && KV_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 && PANEL_KV % 1024 == 0,
@@ -116,7 +123,18 @@ struct Args {
     long long units; /* persistent: work units (a tile, or a causal pair of tiles) */
     /* which map dimension (1..3) holds the rows, the heads and the batch: 2 bits each */
     uint32_t slots_q, slots_k, slots_v;
-    float scale_log2; /* softmax_scale * log2(e) */
+    float scale_log2; /* softmax_scale * log2(e); 1 with a softcap (cap_out has it) */
+    /* FEAT only */
+    int window_left, window_right; /* -1: unbounded (causal's right bound is CAUSAL's 0) */
+    /* softcap in the log2 domain: s becomes cap_out (1 - 2 / (2^(s cap_in) + 1)) =
+     * cap_out tanh(s cap_in ln(2) / 2), cap_in = 2 log2(e) softmax_scale / softcap, cap_out =
+     * softcap log2(e); 0: off */
+    float cap_in, cap_out;
+    const int32_t *seqused_k;
+    /* paged: K and V maps over (d, page rows, heads, pages), a tile loaded in chunks of
+     * page_chunk rows (it divides page_size and BN), each from its page */
+    const int32_t *block_table;
+    int block_table_stride, page_size, page_chunk;
 };
 
 /* One block's share of the problem. */
@@ -126,7 +144,8 @@ struct Tile {
     int q_row0, k_row0;  /* packed: the sequence's first row in the map; else 0 */
     int q_batch, k_batch; /* the map's batch coordinate: b, or 0 when packed */
     int m0, q_first;     /* first row of the block; first row of its Q tile (m0 but at a moved tail) */
-    int n_max;           /* key tiles 0 .. n_max - 1 are visible to some row of the block */
+    int n_min, n_max;    /* key tiles n_min .. n_max - 1 are visible to some row of the block */
+    __device__ __forceinline__ int tiles() const { return n_max - n_min; }
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -191,27 +210,40 @@ struct Bars {
  * into the next stage of the ring once the consumers have released it. kv0: KV tiles this
  * block loaded before (the ring's position); qi: Q tiles loaded before (persistent: the Q
  * buffer is reloaded once the consumers have released it). */
-template <int D, bool CAUSAL, int NC>
+template <int D, bool CAUSAL, int NC, bool FEAT>
 __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                         const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL, NC>::STAGES> &bar, int kv0, int qi) {
-    using C = Config<D, CAUSAL, NC>;
+                                        const Bars<Config<D, CAUSAL, NC, FEAT>::STAGES> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL, NC, FEAT>;
     /* the producer waits suspended, not spinning (its spin loop was ~10 % of the instructions
      * issued at d64): woken when the phase completes, 1 ms at most per try */
     auto wait = [](uint32_t b, uint32_t parity) { mbar_wait_suspend(b, parity, 1000000u); };
     wait(bar.q_empty(), (qi & 1) ^ 1);
     mbar_arrive_expect_tx(bar.q(), C::Q_BYTES);
     load_tile<D, C::PANEL_Q>(sQ, tm_q, bar.q(), a.slots_q, t.q_row0 + t.q_first, t.h, t.q_batch);
-    for (int it = 0; it < t.n_max; ++it) {
+    /* tile n of K or V into dst: paged, chunk by chunk from each chunk's page (a chunk past the
+     * sequence's last used page reads that page again: the table's later entries may hold
+     * anything, and its keys are masked) */
+    auto load_kv = [&](uint32_t dst, const CUtensorMap *map, uint32_t full, uint32_t slots, int n) {
+        if (FEAT && a.block_table) {
+            const int32_t *pages = a.block_table + (int64_t)t.b * a.block_table_stride;
+            const int last = (t.sk - 1) / a.page_size;
+            for (int key = n * C::BN; key < (n + 1) * C::BN; key += a.page_chunk)
+                load_tile<D, C::PANEL_KV>(dst + (key - n * C::BN) * 128, map, full, slots, key % a.page_size, t.hk,
+                                          __ldg(pages + min(key / a.page_size, last)));
+        } else {
+            load_tile<D, C::PANEL_KV>(dst, map, full, slots, t.k_row0 + key_first<C::BN>(a, t, n), t.hk, t.k_batch);
+        }
+    };
+    for (int it = 0; it < t.tiles(); ++it) {
         const int n = t.n_max - 1 - it, s = (kv0 + it) % C::STAGES;
         const uint32_t phase = ((kv0 + it) / C::STAGES) & 1;
-        const int row = t.k_row0 + key_first<C::BN>(a, t, n);
         wait(bar.empty_k(s), phase ^ 1);
         mbar_arrive_expect_tx(bar.full_k(s), C::KV_BYTES);
-        load_tile<D, C::PANEL_KV>(sK + s * C::KV_BYTES, tm_k, bar.full_k(s), a.slots_k, row, t.hk, t.k_batch);
+        load_kv(sK + s * C::KV_BYTES, tm_k, bar.full_k(s), a.slots_k, n);
         wait(bar.empty_v(s), phase ^ 1);
         mbar_arrive_expect_tx(bar.full_v(s), C::KV_BYTES);
-        load_tile<D, C::PANEL_KV>(sV + s * C::KV_BYTES, tm_v, bar.full_v(s), a.slots_v, row, t.hk, t.k_batch);
+        load_kv(sV + s * C::KV_BYTES, tm_v, bar.full_v(s), a.slots_v, n);
     }
 }
 
@@ -226,10 +258,10 @@ __device__ __forceinline__ int next_turn_of(int cw) {
  * Thread t of the warpgroup (warp w, lane l) holds rows 16 w + l / 4 and that + 8 of them, in
  * every accumulator fragment: element 4 i + 2 r + j is (row 16 w + l / 4 + 8 r, column
  * 8 i + 2 (l % 4) + j). */
-template <typename T, int D, bool CAUSAL, int NC>
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT>
 __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL, NC>::STAGES> &bar, int kv0, int qi) {
-    using C = Config<D, CAUSAL, NC>;
+                                        const Bars<Config<D, CAUSAL, NC, FEAT>::STAGES> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL, NC, FEAT>;
     constexpr int BN = C::BN, STAGES = C::STAGES;
     const int cw = threadIdx.x / 128 - 1;
     auto next_turn = [](int w) { return next_turn_of<C::CONSUMERS>(w); };
@@ -278,11 +310,16 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         __syncwarp();
         if (lane == 0) mbar_arrive(empty);
     };
+    /* the window's bounds (-1: none): key k is visible to row q iff, with the diagonal
+     * g = q + sk - sq, g - wl <= k <= g + wr (and 0 <= k < sk) */
+    const int wl = FEAT ? a.window_left : -1, wr = CAUSAL ? 0 : FEAT ? a.window_right : -1;
     /* key tile n needs a mask iff it reaches past the keys, starts before its nominal start (a
-     * moved packed tail) or crosses the causal diagonal of the block's first row */
+     * moved packed tail), crosses the right bound of the block's first row or the left bound
+     * of its last */
     auto needs_mask = [&](int n) {
-        const int kf = key_first<BN>(a, t, n);
-        return kf + BN > t.sk || kf < n * BN || (CAUSAL && kf + BN - 1 > t.q_first + t.sk - t.sq);
+        const int kf = key_first<BN>(a, t, n), g = t.q_first + t.sk - t.sq;
+        return kf + BN > t.sk || kf < n * BN || (wr >= 0 && kf + BN - 1 > g + wr) ||
+               (wl >= 0 && kf < g + C::BM - 1 - wl);
     };
     /* The online softmax over tile n's scores, in three steps: mask_tile (where needs_mask),
      * row_stats per row (the tile's max, the new running max, corr = the factor that rescales
@@ -290,16 +327,18 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
      * 2^(s scale_log2 - max), the sums are updated). A row that has seen no key yet keeps max
      * -inf and subtracts 0 (not -inf: no inf - inf). */
     auto mask_tile = [&](float(&s)[BN / 2], int n) {
-        const int kf = key_first<BN>(a, t, n), lo = n * BN;
+        const int kf = key_first<BN>(a, t, n);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const int last = CAUSAL ? min(t.sk - 1, q_row + 8 * r + t.sk - t.sq) : t.sk - 1;
+            const int g = q_row + 8 * r + t.sk - t.sq;
+            const int first = wl >= 0 ? max(n * BN, g - wl) : n * BN;
+            const int last = wr >= 0 ? min(t.sk - 1, g + wr) : t.sk - 1;
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
                     const int key = kf + 8 * i + 2 * (lane % 4) + j;
-                    if (key < lo || key > last) s[4 * i + 2 * r + j] = -INFINITY;
+                    if (key < first || key > last) s[4 * i + 2 * r + j] = -INFINITY;
                 }
         }
     };
@@ -332,6 +371,13 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         row_sum[r] = row_sum[r] * corr[r] + sum;
     };
     auto softmax = [&](float(&s)[BN / 2], int n, bool masked, float(&corr)[2]) {
+        /* the softcap before the mask (tanh(-inf) would unmask); 2^(s cap_in) overflows to inf
+         * for large s, whose 1 / (inf + 1) is 0: s becomes cap_out */
+        if (FEAT && a.cap_out != 0.0f) {
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i)
+                s[i] = fmaf(-2.0f * a.cap_out, rcp_approx(exp2_approx(s[i] * a.cap_in) + 1.0f), a.cap_out);
+        }
         if (masked) mask_tile(s, n);
 #pragma unroll
         for (int r = 0; r < 2; ++r) row_exp(s, r, row_stats(s, r, corr), corr);
@@ -354,7 +400,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             for (int x = 0; x < 4; ++x) p[kk][x] = Pack<T>::run(s[8 * kk + 2 * x], s[8 * kk + 2 * x + 1]);
     };
 
-    if (t.n_max > 0) {
+    if (t.tiles() > 0) {
         mbar_wait(bar.q(), qi & 1);
         float s[BN / 2];
         uint32_t p[BN / 16][4];
@@ -363,7 +409,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
          * P.V is on the tensor cores: see the wait below), and the consumer warpgroups
          * take turns to issue (named barrier 1 + w is warpgroup w's, 256 threads: it waits, the
          * one before it arrives), so one's GEMMs run during the others' softmax. Each
-         * warpgroup has n_max + 1 turns; the last warpgroup opens the first turn for warpgroup
+         * warpgroup has tiles() + 1 turns; the last warpgroup opens the first turn for warpgroup
          * 0 and skips its own last hand-over, so that every barrier's arrivals match its waits. */
         auto take_turn = [&]() { named_bar_sync(1 + cw, 256); };
         auto pass_turn = [&](bool last) {
@@ -385,7 +431,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         release(bar.empty_k(stage(0)));
         softmax(s, t.n_max - 1, needs_mask(t.n_max - 1), corr); /* O is 0: no rescale */
         pack_p(p, s);
-        for (int it = 1; it < t.n_max; ++it) {
+        for (int it = 1; it < t.tiles(); ++it) {
             const int n = t.n_max - 1 - it, st = stage(it), prev = stage(it - 1);
             mbar_wait(bar.full_k(st), phase(it));
             mbar_wait(bar.full_v(prev), phase(it - 1));
@@ -413,8 +459,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         }
         /* every S GEMM of the tile is done: the producer may load the next tile's Q */
         release(bar.q_empty());
-        const int last = stage(t.n_max - 1);
-        mbar_wait(bar.full_v(last), phase(t.n_max - 1));
+        const int last = stage(t.tiles() - 1);
+        mbar_wait(bar.full_v(last), phase(t.tiles() - 1));
         take_turn();
         wgmma_fence();
         issue_pv(p, last);
@@ -484,21 +530,25 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 
 /* The tile of row block mb (rows mb BM ..) of query head h, sequence b; false when the
  * block starts past its (packed) sequence's end: nothing to do. */
-template <int D, bool CAUSAL, int NC>
+template <int D, bool CAUSAL, int NC, bool FEAT>
 __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, Tile &t) {
-    using C = Config<D, CAUSAL, NC>;
+    using C = Config<D, CAUSAL, NC, FEAT>;
     t.h = h, t.b = b, t.hk = h / a.group;
     t.sq = a.seqlen_q, t.sk = a.seqlen_k, t.q_row0 = 0, t.k_row0 = 0, t.q_batch = b, t.k_batch = b;
     if (a.cu_q) t.q_row0 = a.cu_q[b], t.sq = a.cu_q[b + 1] - t.q_row0, t.q_batch = 0;
     if (a.cu_k) t.k_row0 = a.cu_k[b], t.sk = a.cu_k[b + 1] - t.k_row0, t.k_batch = 0;
+    if (FEAT && a.seqused_k) t.sk = a.seqused_k[b];
     t.m0 = mb * C::BM;
     if (t.m0 >= t.sq) return false;
     t.q_first = a.cu_q && t.m0 + C::BM > t.sq ? t.sq - C::BM : t.m0;
-    t.n_max = (t.sk + C::BN - 1) / C::BN;
-    if (CAUSAL) { /* the block's last row sees keys up to last + sk - sq */
-        const int lim = min(t.m0 + C::BM, t.sq) - 1 + t.sk - t.sq;
-        t.n_max = lim < 0 ? 0 : min(t.n_max, lim / C::BN + 1);
-    }
+    /* keys lo .. hi are visible to some row m0 .. of the block: the right bound of its last row,
+     * the left bound of its first (as needs_mask) */
+    const int wl = FEAT ? a.window_left : -1, wr = CAUSAL ? 0 : FEAT ? a.window_right : -1;
+    const int g_last = min(t.m0 + C::BM, t.sq) - 1 + t.sk - t.sq, g_first = t.m0 + t.sk - t.sq;
+    const int hi = wr >= 0 ? min(t.sk - 1, g_last + wr) : t.sk - 1;
+    const int lo = wl >= 0 ? max(0, g_first - wl) : 0;
+    t.n_max = hi < 0 ? 0 : hi / C::BN + 1;
+    t.n_min = min(lo / C::BN, t.n_max);
     return true;
 }
 
@@ -508,7 +558,7 @@ __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, T
  * row blocks (M - 1 - p, p) of one (head, sequence), heaviest first, so that every unit costs
  * about M + 1 KV tiles (the middle block of an odd M alone) and the static round-robin over
  * units stays balanced; the pairs of a head are again adjacent. */
-template <int D, bool CAUSAL, int NC>
+template <int D, bool CAUSAL, int NC, bool FEAT>
 __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Tile &t) {
     const int M = a.m_blocks;
     int mb;
@@ -521,17 +571,17 @@ __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Til
         if (k && pi == M - 1 - pi) return false;
         mb = k ? pi : M - 1 - pi, bh = u / P;
     }
-    return make_tile<D, CAUSAL, NC>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
+    return make_tile<D, CAUSAL, NC, FEAT>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
 }
 
 #endif /* sm_90a */
 
-template <typename T, int D, bool CAUSAL, int NC>
-__global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT>
+__global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const Args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = Config<D, CAUSAL, NC>;
+    using C = Config<D, CAUSAL, NC, FEAT>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const Bars<C::STAGES> bar{smem + C::OFF_BAR};
@@ -559,10 +609,10 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
             for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
                 for (int k = 0; k < 2; ++k) {
                     Tile t;
-                    if (!unit_tile<D, CAUSAL, NC>(a, u, k, t) || t.n_max == 0) continue;
-                    produce<D, CAUSAL, NC>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv,
+                    if (!unit_tile<D, CAUSAL, NC, FEAT>(a, u, k, t) || t.tiles() == 0) continue;
+                    produce<D, CAUSAL, NC, FEAT>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv,
                                            qi);
-                    kv += t.n_max, ++qi;
+                    kv += t.tiles(), ++qi;
                 }
         }
     } else {
@@ -571,9 +621,9 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC>::THREADS, 1)
         for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
             for (int k = 0; k < 2; ++k) {
                 Tile t;
-                if (!unit_tile<D, CAUSAL, NC>(a, u, k, t)) continue;
-                consume<T, D, CAUSAL, NC>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
-                if (t.n_max > 0) kv += t.n_max, ++qi;
+                if (!unit_tile<D, CAUSAL, NC, FEAT>(a, u, k, t)) continue;
+                consume<T, D, CAUSAL, NC, FEAT>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
+                if (t.tiles() > 0) kv += t.tiles(), ++qi;
             }
     }
 #endif
@@ -675,11 +725,11 @@ int sm_count(int dev) {
     return n;
 }
 
-template <typename T, int D, bool CAUSAL, int NC>
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT>
 int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
            cudaStream_t stream) {
-    using C = Config<D, CAUSAL, NC>;
-    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC>;
+    using C = Config<D, CAUSAL, NC, FEAT>;
+    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC, FEAT>;
     /* once per instantiation and device: the kernel must have sm_90a code (a build without it
      * has an empty body), and its shared-memory limit is raised (a property of the function in
      * that device's context) */
@@ -710,21 +760,28 @@ int consumers(int d, bool causal, int seqlen_q) {
 }
 
 template <typename T, int D>
-int dispatch(const Args &a, bool causal, int nc, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv,
-             int dev, cudaStream_t stream) {
+int dispatch(const Args &a, bool causal, int nc, bool feat, const CUtensorMap &mq, const CUtensorMap &mk,
+             const CUtensorMap &mv, int dev, cudaStream_t stream) {
+    if (feat)
+        return causal ? launch<T, D, true, 2, true>(a, mq, mk, mv, dev, stream)
+                      : launch<T, D, false, 2, true>(a, mq, mk, mv, dev, stream);
     if constexpr (D == 64) {
-        if (nc == 3 && !causal) return launch<T, D, false, 3>(a, mq, mk, mv, dev, stream);
-        if (nc == 3) return launch<T, D, true, 3>(a, mq, mk, mv, dev, stream);
+        if (nc == 3 && !causal) return launch<T, D, false, 3, false>(a, mq, mk, mv, dev, stream);
+        if (nc == 3) return launch<T, D, true, 3, false>(a, mq, mk, mv, dev, stream);
     }
-    return causal ? launch<T, D, true, 2>(a, mq, mk, mv, dev, stream)
-                  : launch<T, D, false, 2>(a, mq, mk, mv, dev, stream);
+    return causal ? launch<T, D, true, 2, false>(a, mq, mk, mv, dev, stream)
+                  : launch<T, D, false, 2, false>(a, mq, mk, mv, dev, stream);
 }
 
-/* the K and V tensor maps' box rows: the kernel's BN (the same for two and three consumers) */
-uint32_t kv_box_rows(int d, bool causal) {
+/* the kernel's BN (the same for two and three consumers) */
+int block_n(int d, bool causal, bool feat) {
+    if (feat) return d == 64 ? Config<64, false, 2, true>::BN : Config<128, false, 2, true>::BN;
     return d == 64 ? (causal ? Config<64, true, 2>::BN : Config<64, false, 2>::BN)
                    : (causal ? Config<128, true, 2>::BN : Config<128, false, 2>::BN);
 }
+static_assert(Config<64, true, 2, true>::BN == Config<64, false, 2, true>::BN &&
+                  Config<128, true, 2, true>::BN == Config<128, false, 2, true>::BN,
+              "block_n: FEAT's BN does not depend on the mask");
 
 bool aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
 
@@ -735,20 +792,28 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (p->head_dim_v != 0 && p->head_dim_v != p->head_dim) return ATTN_UNSUPPORTED;
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
-    if (p->block_table || p->seqused_k) return ATTN_UNSUPPORTED;
-    if (p->softcap != 0.0f) return ATTN_UNSUPPORTED;
-    /* the row max is taken before scaling: a positive scale keeps it the max */
+    /* the row max is taken before scaling (and the softcap's tanh): a positive scale keeps it
+     * the max */
     if (!(p->softmax_scale > 0.0f) || isinf(p->softmax_scale)) return ATTN_UNSUPPORTED;
+    if (!(p->softcap >= 0.0f) || isinf(p->softcap)) return kErr;
+    const float cap_in = p->softcap > 0.0f ? 2.0f * 1.4426950408889634f * (p->softmax_scale / p->softcap) : 0.0f;
+    if (isinf(cap_in)) return ATTN_UNSUPPORTED; /* a softcap so small that the scale overflows */
     const int heads_k = p->heads_k == 0 ? p->heads : p->heads_k; /* 0: off */
     if (heads_k < 1 || p->heads % heads_k != 0) return kErr;
     /* Windows (as capability.c and flash2 read them): a bound that no (row, key) pair reaches
      * is none (d = j - (i + S_k - S_q) lies in [1 - S_k, S_q - 1]; seqlen_q and seqlen_k bound
-     * every packed sequence's lengths); what is left must be causal's window_right 0 alone. */
+     * every packed sequence's lengths); causal is window_right 0, the plain path's mask. */
     int wl = p->window_left, wr = p->causal ? 0 : p->window_right;
     if (wl < 0 || wl >= p->seqlen_k - 1) wl = -1;
     if (wr < 0 || wr >= p->seqlen_q - 1) wr = -1;
-    if (wl >= 0 || wr > 0) return ATTN_UNSUPPORTED;
     const bool causal = wr == 0;
+    /* Paged: a tile of BN keys is loaded in chunks of gcd(page_size, BN) rows, each within one
+     * page; the 128-byte swizzle repeats every 8 rows (1024 bytes), so a chunk starts on a
+     * pattern when page_size is a multiple of 8 */
+    const bool paged = p->block_table != nullptr;
+    if (paged && (p->page_size < 1 || p->block_table_stride < 1 || p->num_pages < 1)) return kErr;
+    if (paged && p->page_size % 8 != 0) return ATTN_UNSUPPORTED;
+    const bool feat = wl >= 0 || wr > 0 || p->softcap > 0.0f || paged || p->seqused_k;
     if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
 
     int dev = 0;
@@ -759,30 +824,37 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
 
     /* TMA: 16-byte aligned bases, strides in multiples of 16 bytes (make_map); O's rows are
      * written 16 bytes at a time (the epilogue's stores), held to 16-byte alignment */
-    const bool packed_q = p->cu_seqlens_q != nullptr, packed_k = p->cu_seqlens_k != nullptr;
+    const bool packed_q = p->cu_seqlens_q != nullptr, packed_k = p->cu_seqlens_k != nullptr && !paged;
     if (!aligned16(p->q) || !aligned16(p->k) || !aligned16(p->v) || !aligned16(p->o)) return ATTN_UNSUPPORTED;
     if (p->o_row_stride % 8 != 0 || p->o_head_stride % 8 != 0 || (!packed_q && p->o_batch_stride % 8 != 0))
         return ATTN_UNSUPPORTED;
     const int d = p->head_dim;
     /* packed: one map over every sequence's rows (at most batch x the longest); the batch
-     * dimension is 1 */
+     * dimension is 1. Paged: K and V are (page rows, heads, pages). */
     const uint64_t rows_q = packed_q ? (uint64_t)p->batch * p->seqlen_q : (uint64_t)p->seqlen_q;
-    const uint64_t rows_k = packed_k ? (uint64_t)p->batch * p->seqlen_k : (uint64_t)p->seqlen_k;
-    const uint64_t batch_q = packed_q ? 1 : (uint64_t)p->batch, batch_k = packed_k ? 1 : (uint64_t)p->batch;
+    const uint64_t rows_k = paged      ? (uint64_t)p->page_size
+                            : packed_k ? (uint64_t)p->batch * p->seqlen_k
+                                       : (uint64_t)p->seqlen_k;
+    const uint64_t batch_q = packed_q ? 1 : (uint64_t)p->batch;
+    const uint64_t batch_k = paged ? (uint64_t)p->num_pages : packed_k ? 1 : (uint64_t)p->batch;
     if (rows_q >= (1ull << 31) - 256 || rows_k >= (1ull << 31) - 256) return ATTN_UNSUPPORTED;
 
     Args a;
     CUtensorMap mq, mk, mv;
-    const int nc = consumers(d, causal, p->seqlen_q);
+    const int nc = feat ? 2 : consumers(d, causal, p->seqlen_q);
     const uint32_t bm = 64 * nc; /* Q's box rows: the block's (Config::BM) */
+    const int bn = block_n(d, causal, feat);
+    int chunk = bn; /* K's and V's box rows */
+    if (paged)
+        while (p->page_size % chunk != 0) chunk /= 2; /* bn is a power of 2 with FEAT */
     int rc = make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
                       p->q_batch_stride, bm, &a.slots_q);
     if (rc == ATTN_OK)
         rc = make_map(&mk, p->dtype, p->k, d, rows_k, heads_k, batch_k, p->k_row_stride, p->k_head_stride,
-                      p->k_batch_stride, kv_box_rows(d, causal), &a.slots_k);
+                      p->k_batch_stride, (uint32_t)chunk, &a.slots_k);
     if (rc == ATTN_OK)
         rc = make_map(&mv, p->dtype, p->v, d, rows_k, heads_k, batch_k, p->v_row_stride, p->v_head_stride,
-                      p->v_batch_stride, kv_box_rows(d, causal), &a.slots_v);
+                      p->v_batch_stride, (uint32_t)chunk, &a.slots_v);
     if (rc != ATTN_OK) return rc;
 
     a.o = p->o;
@@ -794,13 +866,18 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     a.seqlen_q = p->seqlen_q, a.seqlen_k = p->seqlen_k;
     a.m_blocks = (p->seqlen_q + bm - 1) / bm;
     a.units = 0;
-    a.scale_log2 = p->softmax_scale * 1.4426950408889634f;
+    a.scale_log2 = p->softcap > 0.0f ? 1.0f : p->softmax_scale * 1.4426950408889634f;
+    a.window_left = wl, a.window_right = wr;
+    a.cap_in = cap_in, a.cap_out = p->softcap > 0.0f ? p->softcap * 1.4426950408889634f : 0.0f;
+    a.seqused_k = p->seqused_k;
+    a.block_table = p->block_table;
+    a.block_table_stride = p->block_table_stride, a.page_size = p->page_size, a.page_chunk = chunk;
 
     if (p->dtype == ATTN_BF16)
-        return d == 64 ? dispatch<__nv_bfloat16, 64>(a, causal, nc, mq, mk, mv, dev, stream)
-                       : dispatch<__nv_bfloat16, 128>(a, causal, nc, mq, mk, mv, dev, stream);
-    return d == 64 ? dispatch<__half, 64>(a, causal, nc, mq, mk, mv, dev, stream)
-                   : dispatch<__half, 128>(a, causal, nc, mq, mk, mv, dev, stream);
+        return d == 64 ? dispatch<__nv_bfloat16, 64>(a, causal, nc, feat, mq, mk, mv, dev, stream)
+                       : dispatch<__nv_bfloat16, 128>(a, causal, nc, feat, mq, mk, mv, dev, stream);
+    return d == 64 ? dispatch<__half, 64>(a, causal, nc, feat, mq, mk, mv, dev, stream)
+                   : dispatch<__half, 128>(a, causal, nc, feat, mq, mk, mv, dev, stream);
 }
 
 constexpr int kHeadDims[] = {64, 128, 0};
@@ -808,7 +885,8 @@ constexpr int kHeadDims[] = {64, 128, 0};
 } // namespace
 
 extern "C" const attn_kernel attn_kernel_hopper = {
-    "hopper", hopper_fwd, ATTN_CAP_GQA | ATTN_CAP_VARLEN,
+    "hopper", hopper_fwd,
+    ATTN_CAP_GQA | ATTN_CAP_VARLEN | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K,
     0,         /* fp16 and bf16 */
     kHeadDims, /* 64, 128 */
 };

@@ -218,6 +218,13 @@ __device__ __forceinline__ float exp2_approx(float x) {
     return y;
 }
 
+/* 1 / x by the SFU (rcp.approx.ftz: 1 / inf = 0) */
+__device__ __forceinline__ float rcp_approx(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* shared-memory stores / loads by 32-bit shared addresses (the staged epilogue) */
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");

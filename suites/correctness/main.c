@@ -227,7 +227,7 @@ static void usage_text(FILE *out) {
             "        --shard K/N: of those, the cases i with i %% N == K (a test split over N processes)\n"
             "packed cases: a shape QxK+QxK+... (sequences of their own lengths, 0 allowed) or a page\n"
             "        size P > 0 (K and V in a shuffled pool of P-row pages) runs only 'packed' and\n"
-            "        'inputs_unchanged'\n"
+            "        'inputs_unchanged' (or 'launch' alone, when that is all --checks names)\n"
             "checks: the names --list-checks prints (name, group, summary); by default those of group\n"
             "        correctness; contract: the kernel contract; launch: one fwd, nothing judged (for\n"
             "        compute-sanitizer); packed: a packed case's\n"
@@ -613,8 +613,10 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
         printf("CASE %s SKIPPED: %s\n", c->label, why);
         v = ATTN_CASE_SKIPPED;
     } else {
-        /* a packed case's own checks; the backward's take packed cases as they are */
-        v = run_checks(x, c->nseq && !backward ? "packed,inputs_unchanged" : s->checks, t0);
+        /* a packed case's own checks; the backward's, and 'launch' (compute-sanitizer's run of
+         * varlen and paged layouts), take packed cases as they are */
+        const int as_given = backward || !strcmp(s->checks, "launch");
+        v = run_checks(x, c->nseq && !as_given ? "packed,inputs_unchanged" : s->checks, t0);
     }
     cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
     cudaError_t e = cudaDeviceSynchronize();
