@@ -22,10 +22,10 @@
 #include <stdint.h>
 
 #include <atomic>
-#include <mutex>
 
 #include "attn_abi.h"
 #include "decode.h"
+#include "split_kv.h"
 #include "ptx.cuh"
 
 /* The combine kernel is launched with programmatic dependent launch on sm_90 (it is scheduled
@@ -40,7 +40,6 @@ using namespace flash2_ptx;
 
 constexpr int kErr = 2;           /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 constexpr int kMaxDevices = 64;   /* per-device state (pools, occupancy) */
-constexpr int kMaxSplits = 128;   /* partials per row the combine merges */
 constexpr int kMinSplitTiles = 4; /* 256 keys at least per split */
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.69314718055994531f;
 
@@ -132,20 +131,6 @@ __host__ __device__ __forceinline__ void split_tiles(int first, int last, int s,
     const int64_t n = (int64_t)last - first + 1;
     t0 = first + (int)(n * s / ns);
     t1 = first + (int)(n * (s + 1) / ns);
-}
-
-/* Offset (elements) of row i of head h of sequence b in q or o: packed rows cu[b] + i, else
- * the dense strides. */
-__device__ __forceinline__ int64_t row_offset(const int32_t *cu, int b, int h, int i, int64_t batch_stride,
-                                              int64_t head_stride, int64_t row_stride) {
-    if (cu) return ((int64_t)cu[b] + i) * row_stride + (int64_t)h * head_stride;
-    return (int64_t)b * batch_stride + (int64_t)h * head_stride + (int64_t)i * row_stride;
-}
-
-/* Index of (b, h, i) in p.lse: [batch][heads][seqlen_q], or [heads][total_q] by token. */
-__device__ __forceinline__ int64_t lse_index(const attn_fwd_params &p, int b, int h, int i) {
-    if (p.cu_seqlens_q) return (int64_t)h * p.cu_seqlens_q[p.batch] + p.cu_seqlens_q[b] + i;
-    return ((int64_t)b * p.heads + h) * p.seqlen_q + i;
 }
 
 /* Four floats to the dtype, as one 8-byte store (O rows are 16-byte aligned, c a multiple of 4). */
@@ -288,7 +273,7 @@ decode_split_kernel(const attn_fwd_params p, const DecodeArgs a) {
             const bool valid = idx < row_end;
             const int i = idx / group, h = kh * group + idx % group;
             const T *src = static_cast<const T *>(p.q) +
-                           row_offset(p.cu_seqlens_q, b, h, i, p.q_batch_stride, p.q_head_stride, p.q_row_stride);
+                           split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.q_batch_stride, p.q_head_stride, p.q_row_stride);
             cp_async16(smem_addr(sQ + swz<D>(r, ch)), valid ? src + ch * 8 : static_cast<const T *>(p.q), valid);
         }
 #pragma unroll
@@ -462,9 +447,9 @@ decode_split_kernel(const attn_fwd_params p, const DecodeArgs a) {
         const int i = idx / group, h = kh * group + idx % group;
         if (a.nsplit == 1) {
             T *dst = static_cast<T *>(p.o) +
-                     row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride, p.o_row_stride) + c;
+                     split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride, p.o_row_stride) + c;
             store4<T>(dst, o);
-            if (c == 0 && p.lse) p.lse[lse_index(p, b, h, i)] = l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY;
+            if (c == 0 && p.lse) p.lse[split_kv_lse_index(p, b, h, i)] = l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY;
         } else {
             const int64_t at = (((int64_t)b * p.heads + h) * p.seqlen_q + i) * a.nsplit + split;
             if (l > 0.0f) *reinterpret_cast<float4 *>(a.ws_o + at * D + c) = o; /* the combine skips the others */
@@ -473,116 +458,7 @@ decode_split_kernel(const attn_fwd_params p, const DecodeArgs a) {
     }
 }
 
-/* One warp per output row (b, h, i): LSE = log-sum-exp of the splits' partial LSEs, O = sum of
- * 2^(lse_s - LSE) O_s over the splits that saw a key; a row none did gets O = 0, LSE = -inf. */
-template <typename T, int D>
-__global__ void __launch_bounds__(128) decode_combine_kernel(const attn_fwd_params p, const float *ws_o,
-                                                             const float *ws_lse, const int nsplit) {
-    constexpr int V = D / 32; /* columns per lane */
-    const int lane = threadIdx.x & 31;
-    const int64_t row = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
-    if (row >= (int64_t)p.batch * p.heads * p.seqlen_q) return;
-    const int i = (int)(row % p.seqlen_q);
-    const int64_t bh = row / p.seqlen_q;
-    const int h = (int)(bh % p.heads), b = (int)(bh / p.heads);
-    const int sq = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] : p.seqlen_q;
-    if (i >= sq) return; /* padding of a shorter sequence: no such row */
-
-    pdl_wait_primary(); /* the split kernel has finished and its partials are visible */
-    const float *lse = ws_lse + row * nsplit;
-    float m = -INFINITY;
-    for (int s = lane; s < nsplit; s += 32) m = fmaxf(m, lse[s]);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    float total = -INFINITY; /* log2 domain */
-    float acc[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] = 0.0f;
-    if (m != -INFINITY) {
-        float l = 0.0f;
-        for (int s = lane; s < nsplit; s += 32) l += exp2f(lse[s] - m);
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-        total = m + log2f(l);
-        const float *o = ws_o + row * nsplit * D + lane * V;
-        for (int s = 0; s < nsplit; ++s) {
-            const float ls = lse[s];
-            if (ls == -INFINITY) continue; /* its O was not written */
-            const float w = exp2f(ls - total);
-            if constexpr (V == 4) {
-                const float4 x = *reinterpret_cast<const float4 *>(o + (int64_t)s * D);
-                acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
-            } else {
-                const float2 x = *reinterpret_cast<const float2 *>(o + (int64_t)s * D);
-                acc[0] += w * x.x, acc[1] += w * x.y;
-            }
-        }
-    }
-    T *dst = static_cast<T *>(p.o) + row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride, p.o_row_stride) +
-             lane * V;
-    if constexpr (V == 4)
-        store4<T>(dst, make_float4(acc[0], acc[1], acc[2], acc[3]));
-    else
-        *reinterpret_cast<uint32_t *>(dst) = Mma<T>::pack(acc[0], acc[1]);
-    if (lane == 0 && p.lse) p.lse[lse_index(p, b, h, i)] = total * kLn2;
-}
-
 /* ---- host ------------------------------------------------------------------------------ */
-
-/* Splits per CTA's keys. A unit is one unsplit CTA's time; split s ways, a CTA takes 1/s of it
- * and the grid base x s CTAs runs in ceil(base s / slots) rounds of `slots` (SMs x resident
- * CTAs per SM): cost(s) = ceil(base s / slots) / s. Take the fewest splits whose cost is within
- * 10 % of the best (fewer partials to write and combine), with at least kMinSplitTiles tiles
- * per split. Lengths live on the device, so base and tiles are the longest sequence's. */
-int choose_splits(int64_t base, int64_t tiles, int64_t slots) {
-    int64_t max_splits = tiles / kMinSplitTiles;
-    max_splits = max_splits < 1 ? 1 : max_splits > kMaxSplits ? kMaxSplits : max_splits;
-    if (base <= 0 || slots <= 0) return 1;
-    double best = 1e30;
-    for (int64_t s = 1; s <= max_splits; ++s) {
-        const double cost = (double)((base * s + slots - 1) / slots) / (double)s;
-        best = cost < best ? cost : best;
-    }
-    for (int64_t s = 1; s <= max_splits; ++s)
-        if ((double)((base * s + slots - 1) / slots) / (double)s <= 1.1 * best) return (int)s;
-    return 1;
-}
-
-/* The workspace pool of each device: created on the first call that needs one (under a lock:
- * host threads may race there), never trimmed (release threshold UINT64_MAX: freed blocks stay
- * in the pool for the next call, so a warm call allocates without the driver). Allocations
- * are stream-ordered and the pool orders reuse across streams itself (its default reuse
- * policies follow stream order), so two streams calling at once are safe; under graph capture
- * an allocation becomes a graph node that owns its memory. */
-std::mutex g_pool_mutex;
-std::atomic<cudaMemPool_t> g_pools[kMaxDevices];
-
-cudaError_t workspace_pool(int dev, cudaMemPool_t *out) {
-    if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
-    cudaMemPool_t pool = g_pools[dev].load(std::memory_order_acquire);
-    if (!pool) {
-        std::lock_guard<std::mutex> lock(g_pool_mutex);
-        pool = g_pools[dev].load(std::memory_order_relaxed);
-        if (!pool) {
-            cudaMemPoolProps props = {};
-            props.allocType = cudaMemAllocationTypePinned;
-            props.handleTypes = cudaMemHandleTypeNone;
-            props.location.type = cudaMemLocationTypeDevice;
-            props.location.id = dev;
-            cudaError_t e = cudaMemPoolCreate(&pool, &props);
-            if (e != cudaSuccess) return e;
-            uint64_t keep = UINT64_MAX;
-            e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-            if (e != cudaSuccess) {
-                cudaMemPoolDestroy(pool);
-                return e;
-            }
-            g_pools[dev].store(pool, std::memory_order_release);
-        }
-    }
-    *out = pool;
-    return cudaSuccess;
-}
 
 /* Resident CTAs per SM of one instantiation on device dev (its shared-memory limit raised
  * first): once per device; 0 when it cannot run there, -1 on an error. */
@@ -619,46 +495,28 @@ int launch(const attn_fwd_params *p, DecodeArgs a, cudaStream_t stream) {
         const int64_t span = (int64_t)p->window_left + p->seqlen_q + (p->window_right > 0 ? p->window_right : 0);
         keys = span < keys ? span : keys;
     }
-    a.nsplit = choose_splits(base, (keys + C::BN - 1) / C::BN + 1, (int64_t)sms * per_sm);
+    a.nsplit = split_kv_count(base, (keys + C::BN - 1) / C::BN + 1, (int64_t)sms * per_sm, kMinSplitTiles);
     if (base * a.nsplit > 0x7fffffff) return ATTN_UNSUPPORTED; /* grid x */
     const int64_t rows = (int64_t)p->batch * p->heads * p->seqlen_q;
     if ((rows + 3) / 4 > 0x7fffffff) return ATTN_UNSUPPORTED;
 
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
     if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) cudaGetLastError(); /* taken as capturing */
-    void *ws = nullptr;
     if (a.nsplit > 1) {
-        /* creating or configuring a pool is illegal inside a stream capture (and would end it):
-         * a first call that is captured leaves this problem to the prefill path */
-        if (capturing != cudaStreamCaptureStatusNone &&
-            (dev < 0 || dev >= kMaxDevices || !g_pools[dev].load(std::memory_order_acquire)))
-            return ATTN_UNSUPPORTED;
-        cudaMemPool_t pool;
-        const size_t partials = (size_t)rows * (size_t)a.nsplit;
-        if (workspace_pool(dev, &pool) != cudaSuccess ||
-            cudaMallocFromPoolAsync(&ws, partials * (D + 1) * sizeof(float), pool, stream) != cudaSuccess)
-            return kErr;
-        a.ws_o = static_cast<float *>(ws); /* [rows][nsplit][D], then [rows][nsplit] */
-        a.ws_lse = a.ws_o + partials * D;
+        /* a first call inside a capture leaves this problem to the prefill path (split_kv.h) */
+        const int rc = split_kv_alloc(dev, capturing != cudaStreamCaptureStatusNone, (size_t)rows, a.nsplit, D, stream,
+                                      &a.ws_o, &a.ws_lse);
+        if (rc != ATTN_OK) return rc;
     }
     cudaGetLastError(); /* an earlier call's error is not this launch's */
     decode_split_kernel<T, D, WR><<<(unsigned)(base * a.nsplit), C::THREADS, smem, stream>>>(*p, a);
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess && a.nsplit > 1) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)((rows + 3) / 4));
-        cfg.blockDim = dim3(128);
-        cfg.stream = stream;
-        cudaLaunchAttribute attr[1] = {};
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        /* PDL on sm_90 outside graph capture (captured, the launch gap it hides is small, and
-         * a plain launch is the one every driver captures); a failed query means no PDL */
-        if (FLASH2_DECODE_PDL && major >= 9 && capturing == cudaStreamCaptureStatusNone)
-            cfg.attrs = attr, cfg.numAttrs = 1;
-        e = cudaLaunchKernelEx(&cfg, decode_combine_kernel<T, D>, *p, (const float *)a.ws_o, (const float *)a.ws_lse,
-                                   a.nsplit);
-    }
+    /* PDL on sm_90 outside graph capture (captured, the launch gap it hides is small, and a
+     * plain launch is the one every driver captures) */
+    if (e == cudaSuccess && a.nsplit > 1)
+        e = split_kv_combine(*p, a.ws_o, a.ws_lse, a.nsplit,
+                             FLASH2_DECODE_PDL && major >= 9 && capturing == cudaStreamCaptureStatusNone, stream);
+    void *ws = a.ws_o;
     if (ws && cudaFreeAsync(ws, stream) != cudaSuccess && e == cudaSuccess) e = cudaErrorUnknown;
     return e == cudaSuccess ? ATTN_OK : kErr;
 }

@@ -39,8 +39,12 @@
 
 #include <atomic>
 
+#include <algorithm>
+#include <cstring>
+
 #include "attn_abi.h"
 #include "ptx.cuh"
+#include "split_kv.h"
 
 namespace {
 
@@ -59,14 +63,22 @@ constexpr int kD64ThreeFrom = 512, kD64ThreeFromCausal = 4096;
 
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
+/* PACK (decode): seqlen_q at most kPackMaxQ, as flash2's decode path; a split of a (sequence,
+ * KV head)'s keys at least kPackMinSplitTiles key tiles (512 keys: a split's Q load, pipeline
+ * fill and partial write are amortised over them) */
+constexpr int kPackMaxQ = 16, kPackMinSplitTiles = 4;
+
 /* FEAT_: the problem has a feature beyond dense or packed rows and a causal mask: a window
  * (window_left, or a window_right other than causal's 0: Args' bounds), a softcap, paged K/V or
  * seqused_k. Its own instantiations (two consumers, BN = 128), so that the plain path's code
- * stays as measured. */
-template <int D_, bool CAUSAL_, int CONSUMERS_, bool FEAT_ = false>
+ * stays as measured. PACK_ (decode: a few queries, FEAT's features too): a block's rows are the
+ * query rows of every query head of one KV head, row R = query R / group of head
+ * kv_head group + R % group (K and V read once per KV head), the consumers load Q themselves,
+ * and a (sequence, KV head)'s keys may be split over several blocks (split_kv.h). */
+template <int D_, bool CAUSAL_, int CONSUMERS_, bool FEAT_ = false, bool PACK_ = false>
 struct Config {
     static constexpr int D = D_;
-    static constexpr bool FEAT = FEAT_;
+    static constexpr bool FEAT = FEAT_, PACK = PACK_;
     static constexpr int CONSUMERS = CONSUMERS_; /* warpgroups of 64 query rows: 2, or 3 at d64 */
     static constexpr int BM = 64 * CONSUMERS; /* query rows per block (tile) */
     /* keys per KV tile: FlashAttention-3's 176 at d128 without a mask (a causal block's
@@ -111,6 +123,7 @@ struct Config {
     static_assert(CONSUMER_FRAGMENT_REGS + (CONSUMERS == 3 ? 32 : 40) <= CONSUMER_REGS,
                   "fragments + ~40 (32 with three consumers) for addresses and softmax state");
     static_assert(BM <= 256, "a TMA box has at most 256 rows");
+    static_assert(FEAT || !PACK, "PACK takes FEAT's features");
 };
 
 /* What the kernel reads besides the tensor maps. */
@@ -135,6 +148,12 @@ struct Args {
      * page_chunk rows (it divides page_size and BN), each from its page */
     const int32_t *block_table;
     int block_table_stride, page_size, page_chunk;
+    /* PACK only: Q read by the consumers; the splits of a (sequence, KV head)'s keys, and with
+     * more than one their partials (split_kv.h) */
+    const void *q;
+    int64_t q_batch_stride, q_head_stride, q_row_stride; /* elements */
+    int nsplit;
+    float *ws_o, *ws_lse;
 };
 
 /* One block's share of the problem. */
@@ -144,6 +163,8 @@ struct Tile {
     int q_row0, k_row0;  /* packed: the sequence's first row in the map; else 0 */
     int q_batch, k_batch; /* the map's batch coordinate: b, or 0 when packed */
     int m0, q_first;     /* first row of the block; first row of its Q tile (m0 but at a moved tail) */
+    int rows;            /* the sequence's rows: sq, or sq x group (PACK) */
+    int split;           /* PACK: which of nsplit parts of the keys */
     int n_min, n_max;    /* key tiles n_min .. n_max - 1 are visible to some row of the block */
     __device__ __forceinline__ int tiles() const { return n_max - n_min; }
 };
@@ -210,17 +231,19 @@ struct Bars {
  * into the next stage of the ring once the consumers have released it. kv0: KV tiles this
  * block loaded before (the ring's position); qi: Q tiles loaded before (persistent: the Q
  * buffer is reloaded once the consumers have released it). */
-template <int D, bool CAUSAL, int NC, bool FEAT>
+template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
 __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                         const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL, NC, FEAT>::STAGES> &bar, int kv0, int qi) {
-    using C = Config<D, CAUSAL, NC, FEAT>;
+                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK>::STAGES> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
     /* the producer waits suspended, not spinning (its spin loop was ~10 % of the instructions
      * issued at d64): woken when the phase completes, 1 ms at most per try */
     auto wait = [](uint32_t b, uint32_t parity) { mbar_wait_suspend(b, parity, 1000000u); };
-    wait(bar.q_empty(), (qi & 1) ^ 1);
-    mbar_arrive_expect_tx(bar.q(), C::Q_BYTES);
-    load_tile<D, C::PANEL_Q>(sQ, tm_q, bar.q(), a.slots_q, t.q_row0 + t.q_first, t.h, t.q_batch);
+    if constexpr (!PACK) { /* PACK: the consumers load Q */
+        wait(bar.q_empty(), (qi & 1) ^ 1);
+        mbar_arrive_expect_tx(bar.q(), C::Q_BYTES);
+        load_tile<D, C::PANEL_Q>(sQ, tm_q, bar.q(), a.slots_q, t.q_row0 + t.q_first, t.h, t.q_batch);
+    }
     /* tile n of K or V into dst: paged, chunk by chunk from each chunk's page (a chunk past the
      * sequence's last used page reads that page again: the table's later entries may hold
      * anything, and its keys are masked) */
@@ -258,15 +281,19 @@ __device__ __forceinline__ int next_turn_of(int cw) {
  * Thread t of the warpgroup (warp w, lane l) holds rows 16 w + l / 4 and that + 8 of them, in
  * every accumulator fragment: element 4 i + 2 r + j is (row 16 w + l / 4 + 8 r, column
  * 8 i + 2 (l % 4) + j). */
-template <typename T, int D, bool CAUSAL, int NC, bool FEAT>
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
 __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL, NC, FEAT>::STAGES> &bar, int kv0, int qi) {
-    using C = Config<D, CAUSAL, NC, FEAT>;
+                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK>::STAGES> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
     constexpr int BN = C::BN, STAGES = C::STAGES;
     const int cw = threadIdx.x / 128 - 1;
     auto next_turn = [](int w) { return next_turn_of<C::CONSUMERS>(w); };
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
-    const int q_row = t.q_first + 64 * cw + 16 * warp + lane / 4; /* this thread's first row (sequence index) */
+    const int q_row = t.q_first + 64 * cw + 16 * warp + lane / 4; /* this thread's first row (block row index) */
+    /* row R's query (its index in the sequence) and head: R and the tile's head, or (PACK) query
+     * R / group of head kv_head group + R % group */
+    auto query_of = [&](int R) { return PACK ? R / a.group : R; };
+    auto head_of = [&](int R) { return PACK ? t.hk * a.group + R % a.group : t.h; };
     const uint32_t q_base = sQ + cw * 64 * 128;                    /* this warpgroup's 64 rows of each Q panel */
 
     float o[D / 2];
@@ -317,9 +344,9 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
      * moved packed tail), crosses the right bound of the block's first row or the left bound
      * of its last */
     auto needs_mask = [&](int n) {
-        const int kf = key_first<BN>(a, t, n), g = t.q_first + t.sk - t.sq;
-        return kf + BN > t.sk || kf < n * BN || (wr >= 0 && kf + BN - 1 > g + wr) ||
-               (wl >= 0 && kf < g + C::BM - 1 - wl);
+        const int kf = key_first<BN>(a, t, n), g = query_of(t.q_first) + t.sk - t.sq,
+                  g_last = query_of(t.q_first + C::BM - 1) + t.sk - t.sq;
+        return kf + BN > t.sk || kf < n * BN || (wr >= 0 && kf + BN - 1 > g + wr) || (wl >= 0 && kf < g_last - wl);
     };
     /* The online softmax over tile n's scores, in three steps: mask_tile (where needs_mask),
      * row_stats per row (the tile's max, the new running max, corr = the factor that rescales
@@ -330,7 +357,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         const int kf = key_first<BN>(a, t, n);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const int g = q_row + 8 * r + t.sk - t.sq;
+            const int g = query_of(q_row + 8 * r) + t.sk - t.sq;
             const int first = wl >= 0 ? max(n * BN, g - wl) : n * BN;
             const int last = wr >= 0 ? min(t.sk - 1, g + wr) : t.sk - 1;
 #pragma unroll
@@ -400,8 +427,34 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             for (int x = 0; x < 4; ++x) p[kk][x] = Pack<T>::run(s[8 * kk + 2 * x], s[8 * kk + 2 * x + 1]);
     };
 
+    /* PACK: this warpgroup's 64 rows of Q, 16 bytes per thread and step, into the 128-byte
+     * swizzled panels TMA would have written (chunk c of row r at r 128 + 16 (c ^ r % 8)); rows
+     * past the sequence's are zeros. The warpgroup's barrier before (its last tile's S GEMMs,
+     * which read these rows, are done in every warp) and after (each thread fences its own
+     * stores for the async proxy, wgmma's reads). */
+    auto load_q_rows = [&]() {
+        constexpr int CH = D / 8; /* 16-byte chunks per row */
+        named_bar_sync(8 + cw, 128);
+        for (int e = threadIdx.x % 128; e < 64 * CH; e += 128) {
+            const int r = 64 * cw + e / CH, c = e % CH, R = t.q_first + r;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (R < t.rows)
+                v = __ldg(reinterpret_cast<const uint4 *>(static_cast<const T *>(a.q) +
+                                                          split_kv_row_offset(a.cu_q, t.b, head_of(R), query_of(R),
+                                                                              a.q_batch_stride, a.q_head_stride,
+                                                                              a.q_row_stride)) +
+                          c);
+            st_shared_v4(sQ + (c / 8) * C::PANEL_Q + r * 128 + (((c % 8) ^ (r % 8)) << 4), v);
+        }
+        fence_proxy_async_shared();
+        named_bar_sync(8 + cw, 128);
+    };
+
     if (t.tiles() > 0) {
-        mbar_wait(bar.q(), qi & 1);
+        if constexpr (PACK)
+            load_q_rows();
+        else
+            mbar_wait(bar.q(), qi & 1);
         float s[BN / 2];
         uint32_t p[BN / 16][4];
         float corr[2];
@@ -458,7 +511,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             pack_p(p, s);
         }
         /* every S GEMM of the tile is done: the producer may load the next tile's Q */
-        release(bar.q_empty());
+        if constexpr (!PACK) release(bar.q_empty());
         const int last = stage(t.tiles() - 1);
         mbar_wait(bar.full_v(last), phase(t.tiles() - 1));
         take_turn();
@@ -474,26 +527,47 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 (max + log2 l); rows of a
      * moved packed tile before m0 belong to the previous block, rows past the end to none */
     const int64_t total_q = a.cu_q ? (int64_t)a.cu_q[a.batch] : 0;
-    /* O's row q of this (head, sequence) */
-    auto o_row = [&](int q) {
-        const int64_t row = a.cu_q ? (int64_t)(t.q_row0 + q) * a.o_row_stride
-                                   : (int64_t)t.b * a.o_batch_stride + (int64_t)q * a.o_row_stride;
-        return static_cast<T *>(a.o) + row + (int64_t)t.h * a.o_head_stride;
+    auto written = [&](int R) { return R >= t.m0 && R < t.rows; };
+    /* O's row of block row R */
+    auto o_row = [&](int R) {
+        return static_cast<T *>(a.o) + split_kv_row_offset(a.cu_q, t.b, head_of(R), query_of(R), a.o_batch_stride,
+                                                           a.o_head_stride, a.o_row_stride);
     };
-    float inv_r[2];
+    float inv_r[2], l_r[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = row_sum[r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
+        l_r[r] = l;
         inv_r[r] = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
-        const int q = q_row + 8 * r;
-        if (q < t.m0 || q >= t.sq) continue;
+        const int R = q_row + 8 * r;
+        if (!written(R) || (PACK && a.nsplit > 1)) continue;
         if (a.lse && lane % 4 == 0) {
-            const int64_t idx = a.cu_q ? (int64_t)t.h * total_q + t.q_row0 + q
-                                       : ((int64_t)t.b * a.heads + t.h) * a.seqlen_q + q;
+            const int h = head_of(R), q = query_of(R);
+            const int64_t idx = a.cu_q ? (int64_t)h * total_q + t.q_row0 + q : ((int64_t)t.b * a.heads + h) * a.seqlen_q + q;
             a.lse[idx] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
         }
+    }
+    /* PACK with splits: this split's partial O (normalised by its own sum, float32) and its LSE
+     * in the log2 domain, for the combine (split_kv.h) */
+    if (PACK && a.nsplit > 1) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int R = q_row + 8 * r;
+            if (!written(R)) continue;
+            const int64_t at =
+                (((int64_t)t.b * a.heads + head_of(R)) * a.seqlen_q + query_of(R)) * a.nsplit + t.split;
+            if (lane % 4 == 0) a.ws_lse[at] = l_r[r] > 0.0f ? row_max[r] + log2f(l_r[r]) : -INFINITY;
+            if (l_r[r] > 0.0f) {
+                float *dst = a.ws_o + at * D + 2 * (lane % 4);
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i)
+                    *reinterpret_cast<float2 *>(dst + 8 * i) =
+                        make_float2(o[4 * i + 2 * r] * inv_r[r], o[4 * i + 2 * r + 1] * inv_r[r]);
+            }
+        }
+        return;
     }
     /* O through this warp's 2 KB of shared memory, one 64-column panel at a time: the warp's 16
      * rows (local row R = l / 4 + 8 r) x 8 chunks of 16 bytes, chunk c of row R stored at
@@ -505,7 +579,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
      * next tile's) writes. */
     {
         const uint32_t buf = sQ + C::OFF_O + (uint32_t)(threadIdx.x / 32 - 4) * 2048u;
-        const int row0 = t.q_first + 64 * cw + 16 * warp; /* the warp's first row (sequence index) */
+        const int row0 = t.q_first + 64 * cw + 16 * warp; /* the warp's first row (block row index) */
 #pragma unroll
         for (int pnl = 0; pnl < D / 64; ++pnl) {
 #pragma unroll
@@ -521,7 +595,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             for (int it = 0; it < 4; ++it) {
                 const int R = lane / 8 + 4 * it, c = lane % 8, q = row0 + R;
                 const uint4 v = ld_shared_v4(buf + R * 128 + ((c ^ (R & 7)) << 4));
-                if (q >= t.m0 && q < t.sq) *reinterpret_cast<uint4 *>(o_row(q) + 64 * pnl + 8 * c) = v;
+                if (written(q)) *reinterpret_cast<uint4 *>(o_row(q) + 64 * pnl + 8 * c) = v;
             }
             __syncwarp();
         }
@@ -530,25 +604,34 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 
 /* The tile of row block mb (rows mb BM ..) of query head h, sequence b; false when the
  * block starts past its (packed) sequence's end: nothing to do. */
-template <int D, bool CAUSAL, int NC, bool FEAT>
+template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
 __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, Tile &t) {
-    using C = Config<D, CAUSAL, NC, FEAT>;
+    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
     t.h = h, t.b = b, t.hk = h / a.group;
     t.sq = a.seqlen_q, t.sk = a.seqlen_k, t.q_row0 = 0, t.k_row0 = 0, t.q_batch = b, t.k_batch = b;
     if (a.cu_q) t.q_row0 = a.cu_q[b], t.sq = a.cu_q[b + 1] - t.q_row0, t.q_batch = 0;
     if (a.cu_k) t.k_row0 = a.cu_k[b], t.sk = a.cu_k[b + 1] - t.k_row0, t.k_batch = 0;
     if (FEAT && a.seqused_k) t.sk = a.seqused_k[b];
+    t.rows = PACK ? t.sq * a.group : t.sq;
     t.m0 = mb * C::BM;
-    if (t.m0 >= t.sq) return false;
-    t.q_first = a.cu_q && t.m0 + C::BM > t.sq ? t.sq - C::BM : t.m0;
+    if (t.m0 >= t.rows) return false;
+    /* a packed tail moved back for TMA's Q load (PACK loads its own) */
+    t.q_first = !PACK && a.cu_q && t.m0 + C::BM > t.sq ? t.sq - C::BM : t.m0;
     /* keys lo .. hi are visible to some row m0 .. of the block: the right bound of its last row,
      * the left bound of its first (as needs_mask) */
     const int wl = FEAT ? a.window_left : -1, wr = CAUSAL ? 0 : FEAT ? a.window_right : -1;
-    const int g_last = min(t.m0 + C::BM, t.sq) - 1 + t.sk - t.sq, g_first = t.m0 + t.sk - t.sq;
+    auto query_of = [&](int R) { return PACK ? R / a.group : R; };
+    const int g_last = query_of(min(t.m0 + C::BM, t.rows) - 1) + t.sk - t.sq, g_first = query_of(t.m0) + t.sk - t.sq;
     const int hi = wr >= 0 ? min(t.sk - 1, g_last + wr) : t.sk - 1;
     const int lo = wl >= 0 ? max(0, g_first - wl) : 0;
     t.n_max = hi < 0 ? 0 : hi / C::BN + 1;
-    t.n_min = min(lo / C::BN, t.n_max);
+    t.n_min = FEAT ? min(lo / C::BN, t.n_max) : 0; /* 0 as a constant: the plain path's code as before */
+    if (PACK && a.nsplit > 1) { /* split t.split of nsplit: sizes differing by one tile at most */
+        const int64_t n = t.n_max - t.n_min;
+        const int first = t.n_min;
+        t.n_min = first + (int)(n * t.split / a.nsplit);
+        t.n_max = first + (int)(n * (t.split + 1) / a.nsplit);
+    }
     return true;
 }
 
@@ -557,12 +640,23 @@ __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, T
  * that the blocks running together share a head's K and V in L2. Causal: unit = the pair of
  * row blocks (M - 1 - p, p) of one (head, sequence), heaviest first, so that every unit costs
  * about M + 1 KV tiles (the middle block of an odd M alone) and the static round-robin over
- * units stays balanced; the pairs of a head are again adjacent. */
-template <int D, bool CAUSAL, int NC, bool FEAT>
+ * units stays balanced; the pairs of a head are again adjacent. PACK: one tile per unit, the
+ * splits of a (row block, KV head, sequence) fastest. */
+template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
 __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Tile &t) {
     const int M = a.m_blocks;
     int mb;
     long long bh;
+    t.split = 0;
+    if (PACK) {
+        if (k) return false;
+        t.split = (int)(u % a.nsplit);
+        u /= a.nsplit;
+        const int heads_k = a.heads / a.group;
+        const long long bk = u / M;
+        return make_tile<D, CAUSAL, NC, FEAT, PACK>(a, M - 1 - (int)(u % M), (int)(bk % heads_k) * a.group,
+                                                    (int)(bk / heads_k), t);
+    }
     if (!CAUSAL) {
         if (k) return false;
         mb = M - 1 - (int)(u % M), bh = u / M;
@@ -571,17 +665,17 @@ __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Til
         if (k && pi == M - 1 - pi) return false;
         mb = k ? pi : M - 1 - pi, bh = u / P;
     }
-    return make_tile<D, CAUSAL, NC, FEAT>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
+    return make_tile<D, CAUSAL, NC, FEAT, PACK>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
 }
 
 #endif /* sm_90a */
 
-template <typename T, int D, bool CAUSAL, int NC, bool FEAT>
-__global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT>::THREADS, 1)
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
+__global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const Args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = Config<D, CAUSAL, NC, FEAT>;
+    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const Bars<C::STAGES> bar{smem + C::OFF_BAR};
@@ -602,15 +696,15 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT>::THREADS, 1)
     if (threadIdx.x < 128) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
         if (threadIdx.x == 0) {
-            prefetch_tensormap(&tm_q);
+            if (!PACK) prefetch_tensormap(&tm_q); /* PACK: never encoded */
             prefetch_tensormap(&tm_k);
             prefetch_tensormap(&tm_v);
             int kv = 0, qi = 0;
             for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
                 for (int k = 0; k < 2; ++k) {
                     Tile t;
-                    if (!unit_tile<D, CAUSAL, NC, FEAT>(a, u, k, t) || t.tiles() == 0) continue;
-                    produce<D, CAUSAL, NC, FEAT>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv,
+                    if (!unit_tile<D, CAUSAL, NC, FEAT, PACK>(a, u, k, t) || t.tiles() == 0) continue;
+                    produce<D, CAUSAL, NC, FEAT, PACK>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv,
                                            qi);
                     kv += t.tiles(), ++qi;
                 }
@@ -621,8 +715,8 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT>::THREADS, 1)
         for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
             for (int k = 0; k < 2; ++k) {
                 Tile t;
-                if (!unit_tile<D, CAUSAL, NC, FEAT>(a, u, k, t)) continue;
-                consume<T, D, CAUSAL, NC, FEAT>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
+                if (!unit_tile<D, CAUSAL, NC, FEAT, PACK>(a, u, k, t)) continue;
+                consume<T, D, CAUSAL, NC, FEAT, PACK>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                 if (t.tiles() > 0) kv += t.tiles(), ++qi;
             }
     }
@@ -725,11 +819,11 @@ int sm_count(int dev) {
     return n;
 }
 
-template <typename T, int D, bool CAUSAL, int NC, bool FEAT>
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
 int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
            cudaStream_t stream) {
-    using C = Config<D, CAUSAL, NC, FEAT>;
-    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC, FEAT>;
+    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
+    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC, FEAT, PACK>;
     /* once per instantiation and device: the kernel must have sm_90a code (a build without it
      * has an empty body), and its shared-memory limit is raised (a property of the function in
      * that device's context) */
@@ -746,7 +840,7 @@ int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CU
     /* one block per SM (or per unit, when fewer), each looping over units */
     Args pa = a;
     const long long M = a.m_blocks;
-    pa.units = (CAUSAL ? (M + 1) / 2 : M) * a.heads * a.batch;
+    pa.units = PACK ? M * (a.heads / a.group) * a.batch * a.nsplit : (CAUSAL ? (M + 1) / 2 : M) * a.heads * a.batch;
     const int sms = sm_count(dev);
     if (sms < 1) return kErr;
     const dim3 grid((unsigned)(pa.units < sms ? pa.units : sms));
@@ -760,17 +854,20 @@ int consumers(int d, bool causal, int seqlen_q) {
 }
 
 template <typename T, int D>
-int dispatch(const Args &a, bool causal, int nc, bool feat, const CUtensorMap &mq, const CUtensorMap &mk,
+int dispatch(const Args &a, bool causal, int nc, bool feat, bool pack, const CUtensorMap &mq, const CUtensorMap &mk,
              const CUtensorMap &mv, int dev, cudaStream_t stream) {
+    if (pack)
+        return causal ? launch<T, D, true, 2, true, true>(a, mq, mk, mv, dev, stream)
+                      : launch<T, D, false, 2, true, true>(a, mq, mk, mv, dev, stream);
     if (feat)
-        return causal ? launch<T, D, true, 2, true>(a, mq, mk, mv, dev, stream)
-                      : launch<T, D, false, 2, true>(a, mq, mk, mv, dev, stream);
+        return causal ? launch<T, D, true, 2, true, false>(a, mq, mk, mv, dev, stream)
+                      : launch<T, D, false, 2, true, false>(a, mq, mk, mv, dev, stream);
     if constexpr (D == 64) {
-        if (nc == 3 && !causal) return launch<T, D, false, 3, false>(a, mq, mk, mv, dev, stream);
-        if (nc == 3) return launch<T, D, true, 3, false>(a, mq, mk, mv, dev, stream);
+        if (nc == 3 && !causal) return launch<T, D, false, 3, false, false>(a, mq, mk, mv, dev, stream);
+        if (nc == 3) return launch<T, D, true, 3, false, false>(a, mq, mk, mv, dev, stream);
     }
-    return causal ? launch<T, D, true, 2, false>(a, mq, mk, mv, dev, stream)
-                  : launch<T, D, false, 2, false>(a, mq, mk, mv, dev, stream);
+    return causal ? launch<T, D, true, 2, false, false>(a, mq, mk, mv, dev, stream)
+                  : launch<T, D, false, 2, false, false>(a, mq, mk, mv, dev, stream);
 }
 
 /* the kernel's BN (the same for two and three consumers) */
@@ -813,7 +910,10 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     const bool paged = p->block_table != nullptr;
     if (paged && (p->page_size < 1 || p->block_table_stride < 1 || p->num_pages < 1)) return kErr;
     if (paged && p->page_size % 8 != 0) return ATTN_UNSUPPORTED;
-    const bool feat = wl >= 0 || wr > 0 || p->softcap > 0.0f || paged || p->seqused_k;
+    /* decode: a few queries whose rows times the group fit one block's (PACK) */
+    const int group = p->heads / heads_k;
+    const bool pack = p->seqlen_q <= kPackMaxQ && (int64_t)p->seqlen_q * group <= 128;
+    const bool feat = pack || wl >= 0 || wr > 0 || p->softcap > 0.0f || paged || p->seqused_k;
     if (p->heads > 65535 || p->batch > 65535) return ATTN_UNSUPPORTED; /* grid y and z */
 
     int dev = 0;
@@ -828,6 +928,9 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (!aligned16(p->q) || !aligned16(p->k) || !aligned16(p->v) || !aligned16(p->o)) return ATTN_UNSUPPORTED;
     if (p->o_row_stride % 8 != 0 || p->o_head_stride % 8 != 0 || (!packed_q && p->o_batch_stride % 8 != 0))
         return ATTN_UNSUPPORTED;
+    /* PACK reads Q 16 bytes at a time */
+    if (pack && (p->q_row_stride % 8 != 0 || p->q_head_stride % 8 != 0 || (!packed_q && p->q_batch_stride % 8 != 0)))
+        return ATTN_UNSUPPORTED;
     const int d = p->head_dim;
     /* packed: one map over every sequence's rows (at most batch x the longest); the batch
      * dimension is 1. Paged: K and V are (page rows, heads, pages). */
@@ -839,16 +942,18 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     const uint64_t batch_k = paged ? (uint64_t)p->num_pages : packed_k ? 1 : (uint64_t)p->batch;
     if (rows_q >= (1ull << 31) - 256 || rows_k >= (1ull << 31) - 256) return ATTN_UNSUPPORTED;
 
-    Args a;
+    Args a = {};
     CUtensorMap mq, mk, mv;
+    memset(&mq, 0, sizeof mq); /* PACK: not encoded (the consumers load Q) */
     const int nc = feat ? 2 : consumers(d, causal, p->seqlen_q);
     const uint32_t bm = 64 * nc; /* Q's box rows: the block's (Config::BM) */
     const int bn = block_n(d, causal, feat);
     int chunk = bn; /* K's and V's box rows */
     if (paged)
         while (p->page_size % chunk != 0) chunk /= 2; /* bn is a power of 2 with FEAT */
-    int rc = make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
-                      p->q_batch_stride, bm, &a.slots_q);
+    int rc = pack ? ATTN_OK
+                  : make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
+                             p->q_batch_stride, bm, &a.slots_q);
     if (rc == ATTN_OK)
         rc = make_map(&mk, p->dtype, p->k, d, rows_k, heads_k, batch_k, p->k_row_stride, p->k_head_stride,
                       p->k_batch_stride, (uint32_t)chunk, &a.slots_k);
@@ -864,7 +969,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     a.o_batch_stride = p->o_batch_stride, a.o_head_stride = p->o_head_stride, a.o_row_stride = p->o_row_stride;
     a.batch = p->batch, a.heads = p->heads, a.group = p->heads / heads_k;
     a.seqlen_q = p->seqlen_q, a.seqlen_k = p->seqlen_k;
-    a.m_blocks = (p->seqlen_q + bm - 1) / bm;
+    a.m_blocks = pack ? (int)(((int64_t)p->seqlen_q * group + bm - 1) / bm) : (int)((p->seqlen_q + bm - 1) / bm);
     a.units = 0;
     a.scale_log2 = p->softcap > 0.0f ? 1.0f : p->softmax_scale * 1.4426950408889634f;
     a.window_left = wl, a.window_right = wr;
@@ -872,12 +977,42 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     a.seqused_k = p->seqused_k;
     a.block_table = p->block_table;
     a.block_table_stride = p->block_table_stride, a.page_size = p->page_size, a.page_chunk = chunk;
+    a.q = p->q;
+    a.q_batch_stride = p->q_batch_stride, a.q_head_stride = p->q_head_stride, a.q_row_stride = p->q_row_stride;
+
+    /* PACK's splits: enough blocks to fill the SMs (split_kv_count), each at least
+     * kPackMinSplitTiles key tiles of the keys a block may visit (all, or the window's span) */
+    a.nsplit = 1;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
+    if (pack) {
+        const int sms = sm_count(dev);
+        if (sms < 1) return kErr;
+        int64_t keys = p->seqlen_k;
+        if (wl >= 0) keys = std::min<int64_t>(keys, (int64_t)wl + p->seqlen_q + (wr > 0 ? wr : 0));
+        const int64_t base = (int64_t)a.m_blocks * heads_k * p->batch;
+        a.nsplit = split_kv_count(base, (keys + bn - 1) / bn, sms, kPackMinSplitTiles);
+        if (base * a.nsplit > (1ll << 40)) return ATTN_UNSUPPORTED;
+        if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) cudaGetLastError(); /* taken as capturing */
+        /* a first call inside a capture cannot create the workspace's pool: no splits then */
+        if (a.nsplit > 1) {
+            rc = split_kv_alloc(dev, capturing != cudaStreamCaptureStatusNone, (size_t)p->batch * p->heads * p->seqlen_q,
+                                a.nsplit, d, stream, &a.ws_o, &a.ws_lse);
+            if (rc == ATTN_UNSUPPORTED) a.nsplit = 1;
+            else if (rc != ATTN_OK) return rc;
+        }
+    }
 
     if (p->dtype == ATTN_BF16)
-        return d == 64 ? dispatch<__nv_bfloat16, 64>(a, causal, nc, feat, mq, mk, mv, dev, stream)
-                       : dispatch<__nv_bfloat16, 128>(a, causal, nc, feat, mq, mk, mv, dev, stream);
-    return d == 64 ? dispatch<__half, 64>(a, causal, nc, feat, mq, mk, mv, dev, stream)
-                   : dispatch<__half, 128>(a, causal, nc, feat, mq, mk, mv, dev, stream);
+        rc = d == 64 ? dispatch<__nv_bfloat16, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+                     : dispatch<__nv_bfloat16, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
+    else
+        rc = d == 64 ? dispatch<__half, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+                     : dispatch<__half, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
+    if (a.nsplit > 1) {
+        if (rc == ATTN_OK && split_kv_combine(*p, a.ws_o, a.ws_lse, a.nsplit, false, stream) != cudaSuccess) rc = kErr;
+        if (cudaFreeAsync(a.ws_o, stream) != cudaSuccess && rc == ATTN_OK) rc = kErr;
+    }
+    return rc;
 }
 
 constexpr int kHeadDims[] = {64, 128, 0};

@@ -88,6 +88,12 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+/* generic-proxy writes to shared memory (st.shared) made visible to the async proxy (wgmma's
+ * operand reads), by the writing thread, before the barrier that orders them */
+__device__ __forceinline__ void fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 /* ---- wgmma ---- */
 /* Shared-memory matrix descriptor, 128-byte swizzle (the layout TMA's SWIZZLE_128B writes:
  * 16-byte chunk c of 128-byte row r at chunk c ^ (r % 8), rows 1024-byte aligned in groups
@@ -225,7 +231,11 @@ __device__ __forceinline__ float rcp_approx(float x) {
     return y;
 }
 
-/* shared-memory stores / loads by 32-bit shared addresses (the staged epilogue) */
+/* shared-memory stores / loads by 32-bit shared addresses (the staged epilogue, PACK's Q) */
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
