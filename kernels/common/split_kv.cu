@@ -1,8 +1,6 @@
 /* The split-KV workspace pool and combine kernel (split_kv.h). */
 #include "split_kv.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -14,20 +12,6 @@ namespace {
 constexpr int kErr = 2;
 constexpr int kMaxDevices = 64;
 constexpr float kLn2 = 0.69314718055994531f;
-
-template <typename T> struct Pack2;
-template <> struct Pack2<__half> {
-    static __device__ __forceinline__ uint32_t run(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-};
-template <> struct Pack2<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t run(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-};
 
 /* One warp per output row (b, h, i): LSE = log-sum-exp of the splits' partial LSEs, O = sum of
  * 2^(lse_s - LSE) O_s over the splits that saw a key; a row none did gets O = 0, LSE = -inf. */
@@ -80,9 +64,9 @@ __global__ void __launch_bounds__(128) combine_kernel(const attn_fwd_params p, c
     T *dst = static_cast<T *>(p.o) +
              split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride, p.o_row_stride) + lane * V;
     if constexpr (V == 4)
-        *reinterpret_cast<uint2 *>(dst) = make_uint2(Pack2<T>::run(acc[0], acc[1]), Pack2<T>::run(acc[2], acc[3]));
+        *reinterpret_cast<uint2 *>(dst) = make_uint2(SplitKvPack<T>::run(acc[0], acc[1]), SplitKvPack<T>::run(acc[2], acc[3]));
     else
-        *reinterpret_cast<uint32_t *>(dst) = Pack2<T>::run(acc[0], acc[1]);
+        *reinterpret_cast<uint32_t *>(dst) = SplitKvPack<T>::run(acc[0], acc[1]);
     if (lane == 0 && p.lse) p.lse[split_kv_lse_index(p, b, h, i)] = total * kLn2;
 }
 

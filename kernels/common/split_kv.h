@@ -40,8 +40,26 @@ int split_kv_count(int64_t base, int64_t tiles, int64_t slots, int min_tiles);
 cudaError_t split_kv_combine(const attn_fwd_params &p, const float *ws_o, const float *ws_lse, int nsplit, bool pdl,
                              cudaStream_t stream);
 
-/* Output offsets shared by the split kernels and the combine. */
+/* Device helpers shared by the split kernels and the combine: output offsets, and two floats
+ * packed into the dtype (round to nearest). */
 #ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+template <typename T> struct SplitKvPack;
+template <> struct SplitKvPack<__half> {
+    static __device__ __forceinline__ uint32_t run(float lo, float hi) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+template <> struct SplitKvPack<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t run(float lo, float hi) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+
 /* Offset (elements) of row i of head h of sequence b in q or o: packed rows cu[b] + i, else
  * the dense strides. */
 __device__ __forceinline__ int64_t split_kv_row_offset(const int32_t *cu, int b, int h, int i, int64_t batch_stride,

@@ -201,19 +201,8 @@ __device__ __forceinline__ float max_tree(float (&m)[N]) {
     }
 }
 
-template <typename T> struct Pack;
-template <> struct Pack<__half> {
-    static __device__ __forceinline__ uint32_t run(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-};
-template <> struct Pack<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t run(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-};
+/* two floats to the dtype (split_kv.h's, which the combine uses too) */
+template <typename T> using Pack = SplitKvPack<T>;
 
 /* Barrier addresses: bars + 8 * index. */
 template <int STAGES>
