@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(128) combine_kernel(const attn_fwd_params p, c
     T *dst = static_cast<T *>(p.o) +
              split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride, p.o_row_stride) + lane * V;
     if constexpr (V == 4)
-        *reinterpret_cast<uint2 *>(dst) = make_uint2(SplitKvPack<T>::run(acc[0], acc[1]), SplitKvPack<T>::run(acc[2], acc[3]));
+        *reinterpret_cast<uint2 *>(dst) =
+            make_uint2(SplitKvPack<T>::run(acc[0], acc[1]), SplitKvPack<T>::run(acc[2], acc[3]));
     else
         *reinterpret_cast<uint32_t *>(dst) = SplitKvPack<T>::run(acc[0], acc[1]);
     if (lane == 0 && p.lse) p.lse[split_kv_lse_index(p, b, h, i)] = total * kLn2;

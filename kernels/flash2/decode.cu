@@ -273,7 +273,8 @@ decode_split_kernel(const attn_fwd_params p, const DecodeArgs a) {
             const bool valid = idx < row_end;
             const int i = idx / group, h = kh * group + idx % group;
             const T *src = static_cast<const T *>(p.q) +
-                           split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.q_batch_stride, p.q_head_stride, p.q_row_stride);
+                           split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.q_batch_stride, p.q_head_stride,
+                                               p.q_row_stride);
             cp_async16(smem_addr(sQ + swz<D>(r, ch)), valid ? src + ch * 8 : static_cast<const T *>(p.q), valid);
         }
 #pragma unroll
@@ -447,7 +448,9 @@ decode_split_kernel(const attn_fwd_params p, const DecodeArgs a) {
         const int i = idx / group, h = kh * group + idx % group;
         if (a.nsplit == 1) {
             T *dst = static_cast<T *>(p.o) +
-                     split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride, p.o_row_stride) + c;
+                     split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride,
+                                         p.o_row_stride) +
+                     c;
             store4<T>(dst, o);
             if (c == 0 && p.lse) p.lse[split_kv_lse_index(p, b, h, i)] = l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY;
         } else {

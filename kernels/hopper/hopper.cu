@@ -534,7 +534,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         if (!written(R) || (PACK && a.nsplit > 1)) continue;
         if (a.lse && lane % 4 == 0) {
             const int h = head_of(R), q = query_of(R);
-            const int64_t idx = a.cu_q ? (int64_t)h * total_q + t.q_row0 + q : ((int64_t)t.b * a.heads + h) * a.seqlen_q + q;
+            const int64_t idx =
+                a.cu_q ? (int64_t)h * total_q + t.q_row0 + q : ((int64_t)t.b * a.heads + h) * a.seqlen_q + q;
             a.lse[idx] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
         }
     }
@@ -693,8 +694,8 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
                 for (int k = 0; k < 2; ++k) {
                     Tile t;
                     if (!unit_tile<D, CAUSAL, NC, FEAT, PACK>(a, u, k, t) || t.tiles() == 0) continue;
-                    produce<D, CAUSAL, NC, FEAT, PACK>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv,
-                                           qi);
+                    produce<D, CAUSAL, NC, FEAT, PACK>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K,
+                                                       smem + C::OFF_V, bar, kv, qi);
                     kv += t.tiles(), ++qi;
                 }
         }
@@ -984,8 +985,8 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) cudaGetLastError(); /* taken as capturing */
         /* a first call inside a capture cannot create the workspace's pool: no splits then */
         if (a.nsplit > 1) {
-            rc = split_kv_alloc(dev, capturing != cudaStreamCaptureStatusNone, (size_t)p->batch * p->heads * p->seqlen_q,
-                                a.nsplit, d, stream, &a.ws_o, &a.ws_lse);
+            rc = split_kv_alloc(dev, capturing != cudaStreamCaptureStatusNone,
+                                (size_t)p->batch * p->heads * p->seqlen_q, a.nsplit, d, stream, &a.ws_o, &a.ws_lse);
             if (rc == ATTN_UNSUPPORTED) a.nsplit = 1;
             else if (rc != ATTN_OK) return rc;
         }
