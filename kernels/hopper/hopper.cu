@@ -68,6 +68,18 @@ constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
  * fill and partial write are amortised over them) */
 constexpr int kPackMaxQ = 16, kPackMinSplitTiles = 4;
 
+/* A/B switches of PACK (measured, then the slower deleted): more K/V stages with O's staging
+ * in Q's rows; a consumer with no valid row skips its GEMMs; the combine by PDL */
+#ifndef HOPPER_PACK_STAGES
+#define HOPPER_PACK_STAGES 0
+#endif
+#ifndef HOPPER_PACK_IDLE
+#define HOPPER_PACK_IDLE 0
+#endif
+#ifndef HOPPER_PACK_PDL
+#define HOPPER_PACK_PDL 0
+#endif
+
 /* FEAT_: the problem has a feature beyond dense or packed rows and a causal mask: a window
  * (window_left, or a window_right other than causal's 0: Args' bounds), a softcap, paged K/V or
  * seqused_k. Its own instantiations (two consumers, BN = 128), so that the plain path's code
@@ -85,7 +97,8 @@ struct Config {
      * diagonal wastes more of a wide tile; 192 at d64 measured 0-17 % slower than 128) */
     static constexpr int BN = D == 128 && !CAUSAL_ && !FEAT_ ? 176 : 128;
     static constexpr int THREADS = 128 * (1 + CONSUMERS);
-    static constexpr int STAGES = D == 64 ? 3 : 2; /* the K/V ring (shared memory: SMEM below) */
+    static constexpr int STAGES = HOPPER_PACK_STAGES && PACK_ ? (D == 64 ? 5 : 3)
+                                  : D == 64 ? 3 : 2; /* the K/V ring (shared memory: SMEM below) */
     /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
      * the 128-byte swizzle takes) each, the panels of a tile back to back. */
     static constexpr int PANEL_Q = BM * 128, PANEL_KV = BN * 128; /* bytes */
@@ -94,9 +107,10 @@ struct Config {
     static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
     /* the epilogue's 2 KB per consumer warp (16 rows x 64 columns of O, one column panel at a
      * time) */
-    static constexpr int OFF_O = OFF_V + STAGES * KV_BYTES;
-    static constexpr int O_STAGE_BYTES = 4 * CONSUMERS * 2048;
-    static constexpr int OFF_BAR = OFF_O + O_STAGE_BYTES;
+    static constexpr bool O_IN_Q = HOPPER_PACK_STAGES && PACK_;
+    static constexpr int OFF_O = O_IN_Q ? 0 : OFF_V + STAGES * KV_BYTES;
+    static constexpr int O_STAGE_BYTES = O_IN_Q ? 0 : 4 * CONSUMERS * 2048;
+    static constexpr int OFF_BAR = O_IN_Q ? OFF_V + STAGES * KV_BYTES : OFF_O + O_STAGE_BYTES;
     /* Q full; K full, V full, K empty, V empty per stage; Q empty (persistent) */
     static constexpr int BARS = 2 + 4 * STAGES;
     /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
@@ -440,10 +454,13 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     };
 
     if (t.tiles() > 0) {
-        if constexpr (PACK)
-            load_q_rows();
-        else
+        /* PACK: a warpgroup with no valid row takes its turns and releases the ring only */
+        const bool idle = HOPPER_PACK_IDLE && PACK && t.q_first + 64 * cw >= t.rows;
+        if constexpr (PACK) {
+            if (!idle) load_q_rows();
+        } else {
             mbar_wait(bar.q(), qi & 1);
+        }
         float s[BN / 2];
         uint32_t p[BN / 16][4];
         float corr[2];
@@ -462,6 +479,16 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         /* stage and phase of the block's KV tile kv0 + it (persistent: the ring runs on across tiles) */
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
         auto phase = [&](int it) { return (uint32_t)(((kv0 + it) / STAGES) & 1); };
+        if (idle) {
+            for (int it = 0; it <= t.tiles(); ++it) {
+                if (it < t.tiles()) mbar_wait(bar.full_k(stage(it)), phase(it));
+                if (it > 0) mbar_wait(bar.full_v(stage(it - 1)), phase(it - 1));
+                take_turn();
+                pass_turn(it == t.tiles());
+                if (it < t.tiles()) release(bar.empty_k(stage(it)));
+                if (it > 0) release(bar.empty_v(stage(it - 1)));
+            }
+        } else {
         mbar_wait(bar.full_k(stage(0)), phase(0));
         take_turn();
         wgmma_fence();
@@ -511,6 +538,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         wgmma_wait<0>();
         pin(o);
         release(bar.empty_v(last));
+        }
     }
 
     /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 (max + log2 l); rows of a
@@ -670,6 +698,9 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
     const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const Bars<C::STAGES> bar{smem + C::OFF_BAR};
 
+#if HOPPER_PACK_PDL
+    if (PACK) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
     if (threadIdx.x == 0) {
         mbar_init(bar.q(), 1);
         mbar_init(bar.q_empty(), 4 * C::CONSUMERS);
@@ -999,7 +1030,8 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         rc = d == 64 ? dispatch<__half, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
                      : dispatch<__half, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
     if (a.nsplit > 1) {
-        if (rc == ATTN_OK && split_kv_combine(*p, a.ws_o, a.ws_lse, a.nsplit, false, stream) != cudaSuccess) rc = kErr;
+        const bool pdl = HOPPER_PACK_PDL && capturing == cudaStreamCaptureStatusNone;
+        if (rc == ATTN_OK && split_kv_combine(*p, a.ws_o, a.ws_lse, a.nsplit, pdl, stream) != cudaSuccess) rc = kErr;
         if (cudaFreeAsync(a.ws_o, stream) != cudaSuccess && rc == ATTN_OK) rc = kErr;
     }
     return rc;
