@@ -68,18 +68,6 @@ constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
  * fill and partial write are amortised over them) */
 constexpr int kPackMaxQ = 16, kPackMinSplitTiles = 4;
 
-/* A/B switches of PACK (measured, then the slower deleted): more K/V stages with O's staging
- * in Q's rows; a consumer with no valid row skips its GEMMs; the combine by PDL */
-#ifndef HOPPER_PACK_STAGES
-#define HOPPER_PACK_STAGES 0
-#endif
-#ifndef HOPPER_PACK_IDLE
-#define HOPPER_PACK_IDLE 0
-#endif
-#ifndef HOPPER_PACK_PDL
-#define HOPPER_PACK_PDL 0
-#endif
-
 /* FEAT_: the problem has a feature beyond dense or packed rows and a causal mask: a window
  * (window_left, or a window_right other than causal's 0: Args' bounds), a softcap, paged K/V or
  * seqused_k. Its own instantiations (two consumers, BN = 128), so that the plain path's code
@@ -97,8 +85,7 @@ struct Config {
      * diagonal wastes more of a wide tile; 192 at d64 measured 0-17 % slower than 128) */
     static constexpr int BN = D == 128 && !CAUSAL_ && !FEAT_ ? 176 : 128;
     static constexpr int THREADS = 128 * (1 + CONSUMERS);
-    static constexpr int STAGES = HOPPER_PACK_STAGES && PACK_ ? (D == 64 ? 5 : 3)
-                                  : D == 64 ? 3 : 2; /* the K/V ring (shared memory: SMEM below) */
+    static constexpr int STAGES = D == 64 ? 3 : 2; /* the K/V ring (shared memory: SMEM below) */
     /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
      * the 128-byte swizzle takes) each, the panels of a tile back to back. */
     static constexpr int PANEL_Q = BM * 128, PANEL_KV = BN * 128; /* bytes */
@@ -107,10 +94,9 @@ struct Config {
     static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
     /* the epilogue's 2 KB per consumer warp (16 rows x 64 columns of O, one column panel at a
      * time) */
-    static constexpr bool O_IN_Q = HOPPER_PACK_STAGES && PACK_;
-    static constexpr int OFF_O = O_IN_Q ? 0 : OFF_V + STAGES * KV_BYTES;
-    static constexpr int O_STAGE_BYTES = O_IN_Q ? 0 : 4 * CONSUMERS * 2048;
-    static constexpr int OFF_BAR = O_IN_Q ? OFF_V + STAGES * KV_BYTES : OFF_O + O_STAGE_BYTES;
+    static constexpr int OFF_O = OFF_V + STAGES * KV_BYTES;
+    static constexpr int O_STAGE_BYTES = 4 * CONSUMERS * 2048;
+    static constexpr int OFF_BAR = OFF_O + O_STAGE_BYTES;
     /* Q full; K full, V full, K empty, V empty per stage; Q empty (persistent) */
     static constexpr int BARS = 2 + 4 * STAGES;
     /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
@@ -454,8 +440,9 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     };
 
     if (t.tiles() > 0) {
-        /* PACK: a warpgroup with no valid row takes its turns and releases the ring only */
-        const bool idle = HOPPER_PACK_IDLE && PACK && t.q_first + 64 * cw >= t.rows;
+        /* PACK: a warpgroup with no valid row (a decode step's 8-64 rows) takes its turns and
+         * releases the ring only: no GEMM, no softmax, no Q */
+        const bool idle = PACK && t.q_first + 64 * cw >= t.rows;
         if constexpr (PACK) {
             if (!idle) load_q_rows();
         } else {
@@ -698,9 +685,9 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
     const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const Bars<C::STAGES> bar{smem + C::OFF_BAR};
 
-#if HOPPER_PACK_PDL
+    /* PACK: the combine (a programmatic dependent launch) may be scheduled once every block got
+     * here; it still waits for this grid to finish before it reads a partial */
     if (PACK) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
     if (threadIdx.x == 0) {
         mbar_init(bar.q(), 1);
         mbar_init(bar.q_empty(), 4 * C::CONSUMERS);
@@ -1030,7 +1017,8 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         rc = d == 64 ? dispatch<__half, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
                      : dispatch<__half, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
     if (a.nsplit > 1) {
-        const bool pdl = HOPPER_PACK_PDL && capturing == cudaStreamCaptureStatusNone;
+        /* PDL outside graph capture (as flash2's decode path) */
+        const bool pdl = capturing == cudaStreamCaptureStatusNone;
         if (rc == ATTN_OK && split_kv_combine(*p, a.ws_o, a.ws_lse, a.nsplit, pdl, stream) != cudaSuccess) rc = kErr;
         if (cudaFreeAsync(a.ws_o, stream) != cudaSuccess && rc == ATTN_OK) rc = kErr;
     }
