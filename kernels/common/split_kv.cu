@@ -52,9 +52,12 @@ __global__ void __launch_bounds__(128) combine_kernel(const attn_fwd_params p, c
             const float ls = lse[s];
             if (ls == -INFINITY) continue; /* its O was not written */
             const float w = exp2f(ls - total);
-            if constexpr (V == 4) {
-                const float4 x = *reinterpret_cast<const float4 *>(o + (int64_t)s * D);
-                acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
+            if constexpr (V % 4 == 0) {
+#pragma unroll
+                for (int v = 0; v < V; v += 4) {
+                    const float4 x = *reinterpret_cast<const float4 *>(o + (int64_t)s * D + v);
+                    acc[v] += w * x.x, acc[v + 1] += w * x.y, acc[v + 2] += w * x.z, acc[v + 3] += w * x.w;
+                }
             } else {
                 const float2 x = *reinterpret_cast<const float2 *>(o + (int64_t)s * D);
                 acc[0] += w * x.x, acc[1] += w * x.y;
@@ -63,10 +66,12 @@ __global__ void __launch_bounds__(128) combine_kernel(const attn_fwd_params p, c
     }
     T *dst = static_cast<T *>(p.o) +
              split_kv_row_offset(p.cu_seqlens_q, b, h, i, p.o_batch_stride, p.o_head_stride, p.o_row_stride) + lane * V;
-    if constexpr (V == 4)
-        *reinterpret_cast<uint2 *>(dst) =
-            make_uint2(SplitKvPack<T>::run(acc[0], acc[1]), SplitKvPack<T>::run(acc[2], acc[3]));
-    else
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int v = 0; v < V; v += 4)
+            *reinterpret_cast<uint2 *>(dst + v) =
+                make_uint2(SplitKvPack<T>::run(acc[v], acc[v + 1]), SplitKvPack<T>::run(acc[v + 2], acc[v + 3]));
+    } else
         *reinterpret_cast<uint32_t *>(dst) = SplitKvPack<T>::run(acc[0], acc[1]);
     if (lane == 0 && p.lse) p.lse[split_kv_lse_index(p, b, h, i)] = total * kLn2;
 }
@@ -142,6 +147,9 @@ cudaError_t split_kv_combine(const attn_fwd_params &p, const float *ws_o, const 
     if (p.head_dim == 128)
         return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 128>, p, ws_o, ws_lse, nsplit)
                     : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 128>, p, ws_o, ws_lse, nsplit);
+    if (p.head_dim == 256)
+        return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 256>, p, ws_o, ws_lse, nsplit)
+                    : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 256>, p, ws_o, ws_lse, nsplit);
     return cudaErrorInvalidValue;
 }
 

@@ -7,7 +7,7 @@
  * the producer (one thread issues every TMA load; the warpgroup gives its registers away),
  * warpgroups 1 and 2 are consumers of 64 rows each (d64 at long sequences: three consumers,
  * 512 threads, BM = 192). The Q tile is loaded once; K and V tiles
- * of BN = 128 keys flow through a ring of STAGES stages, each with a full barrier (TMA's
+ * of BN = 128 keys (64 at d256) flow through a ring of STAGES stages, each with a full barrier (TMA's
  * transaction count) and an empty barrier (one arrival per consumer warp) for K and for V
  * apart, so that S = Q.K^T can start before V has landed. Per KV tile a consumer issues
  * S = Q.K^T (wgmma m64n128k16, A and B from shared memory, K-major), masks where the tile
@@ -83,7 +83,7 @@ struct Config {
     static constexpr int BM = 64 * CONSUMERS; /* query rows per block (tile) */
     /* keys per KV tile: FlashAttention-3's 176 at d128 without a mask (a causal block's
      * diagonal wastes more of a wide tile; 192 at d64 measured 0-17 % slower than 128) */
-    static constexpr int BN = D == 128 && !CAUSAL_ && !FEAT_ ? 176 : 128;
+    static constexpr int BN = D == 256 ? 64 : D == 128 && !CAUSAL_ && !FEAT_ ? 176 : 128;
     static constexpr int THREADS = 128 * (1 + CONSUMERS);
     static constexpr int STAGES = D == 64 ? 3 : 2; /* the K/V ring (shared memory: SMEM below) */
     /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
@@ -103,16 +103,17 @@ struct Config {
     static constexpr int SMEM = OFF_BAR + 8 * BARS + 1024;
     /* registers per thread: the producer warpgroup keeps 24 (56 with FEAT: the paged loads'
      * addressing spilled at 48), the consumers take the rest (240 each of two, 224 with FEAT,
-     * 160 each of three) */
+     * 160 each of three). d256 with FEAT spills 88-156 bytes here (O alone is 128 registers),
+     * and still at 232 / 40 or 240 / 24 */
     static constexpr int PRODUCER_REGS = FEAT ? 56 : 24;
     static constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : FEAT ? 224 : 240;
     /* live fragments of a consumer thread: O (D / 2 floats), S (BN / 2 floats), P (BN / 4
      * registers of two dtype values) */
     static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + BN / 4;
 
-    static_assert(D == 64 || D == 128, "head dims 64 and 128");
+    static_assert(D == 64 || D == 128 || D == 256, "head dims 64, 128 and 256");
     static_assert(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64 && !FEAT), "three consumers at d64 only, plain");
-    static_assert(BN == 128 || BN == 176, "the S GEMM shapes ptx.cuh has: n128, n176");
+    static_assert(BN == 64 || BN == 128 || BN == 176, "the S GEMM shapes ptx.cuh has: n64, n128, n176");
     static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
     static_assert(OFF_K % 1024 == 0 && KV_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 && PANEL_KV % 1024 == 0,
                   "every panel starts on a 1024-byte swizzle pattern");
@@ -304,6 +305,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             const uint64_t da = desc_add(desc_q, qo), db = desc_add(dk, ko);
             if constexpr (BN == 128)
                 Wgmma<T>::ss_n128(s, da, db, kk);
+            else if constexpr (BN == 64)
+                Wgmma<T>::ss_n64(s, da, db, kk);
             else
                 WgmmaSS<T, BN>::run(s, da, db, kk);
         }
@@ -315,10 +318,14 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
             const uint64_t db = desc_add(dv, kk * 16 * 128);
-            if constexpr (D == 128)
+            if constexpr (D == 256) { /* two n128 halves: O's columns 0-127 (panels 0, 1), 128-255 (2, 3) */
+                Wgmma<T>::rs_n128(*reinterpret_cast<float(*)[64]>(&o[0]), p[kk], db);
+                Wgmma<T>::rs_n128(*reinterpret_cast<float(*)[64]>(&o[64]), p[kk], desc_add(db, 2 * C::PANEL_KV));
+            } else if constexpr (D == 128) {
                 Wgmma<T>::rs_n128(o, p[kk], db);
-            else
+            } else {
                 Wgmma<T>::rs_n64(o, p[kk], db);
+            }
         }
     };
     /* a stage's K or V is free once every consumer warp has arrived (after its wgmma wait) */
@@ -880,6 +887,7 @@ int dispatch(const Args &a, bool causal, int nc, bool feat, bool pack, const CUt
 
 /* the kernel's BN (the same for two and three consumers) */
 int block_n(int d, bool causal, bool feat) {
+    if (d == 256) return Config<256, false, 2>::BN; /* every instantiation's */
     if (feat) return d == 64 ? Config<64, false, 2, true>::BN : Config<128, false, 2, true>::BN;
     return d == 64 ? (causal ? Config<64, true, 2>::BN : Config<64, false, 2>::BN)
                    : (causal ? Config<128, true, 2>::BN : Config<128, false, 2>::BN);
@@ -893,7 +901,7 @@ bool aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
 int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (!p) return kErr;
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
-    if (p->head_dim != 64 && p->head_dim != 128) return ATTN_UNSUPPORTED;
+    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) return ATTN_UNSUPPORTED;
     if (p->head_dim_v != 0 && p->head_dim_v != p->head_dim) return ATTN_UNSUPPORTED;
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
@@ -958,7 +966,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     const int bn = block_n(d, causal, feat);
     int chunk = bn; /* K's and V's box rows */
     if (paged)
-        while (p->page_size % chunk != 0) chunk /= 2; /* bn is a power of 2 with FEAT */
+        while (p->page_size % chunk != 0) chunk /= 2; /* bn is a power of 2 with FEAT and at d256 */
     int rc = pack ? ATTN_OK
                   : make_map(&mq, p->dtype, p->q, d, rows_q, p->heads, batch_q, p->q_row_stride, p->q_head_stride,
                              p->q_batch_stride, bm, &a.slots_q);
@@ -1011,11 +1019,13 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     }
 
     if (p->dtype == ATTN_BF16)
-        rc = d == 64 ? dispatch<__nv_bfloat16, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
-                     : dispatch<__nv_bfloat16, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
+        rc = d == 64    ? dispatch<__nv_bfloat16, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+             : d == 128 ? dispatch<__nv_bfloat16, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+                        : dispatch<__nv_bfloat16, 256>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
     else
-        rc = d == 64 ? dispatch<__half, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
-                     : dispatch<__half, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
+        rc = d == 64    ? dispatch<__half, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+             : d == 128 ? dispatch<__half, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+                        : dispatch<__half, 256>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
     if (a.nsplit > 1) {
         /* PDL outside graph capture (as flash2's decode path) */
         const bool pdl = capturing == cudaStreamCaptureStatusNone;
@@ -1025,7 +1035,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     return rc;
 }
 
-constexpr int kHeadDims[] = {64, 128, 0};
+constexpr int kHeadDims[] = {64, 128, 256, 0};
 
 } // namespace
 
