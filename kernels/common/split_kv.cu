@@ -58,9 +58,12 @@ __global__ void __launch_bounds__(128) combine_kernel(const attn_fwd_params p, c
                     const float4 x = *reinterpret_cast<const float4 *>(o + (int64_t)s * D + v);
                     acc[v] += w * x.x, acc[v + 1] += w * x.y, acc[v + 2] += w * x.z, acc[v + 3] += w * x.w;
                 }
-            } else {
+            } else if constexpr (V == 2) {
                 const float2 x = *reinterpret_cast<const float2 *>(o + (int64_t)s * D);
                 acc[0] += w * x.x, acc[1] += w * x.y;
+            } else { /* d96: 3 columns a lane, not 8-byte aligned */
+#pragma unroll
+                for (int v = 0; v < V; ++v) acc[v] += w * o[(int64_t)s * D + v];
             }
         }
     }
@@ -71,8 +74,12 @@ __global__ void __launch_bounds__(128) combine_kernel(const attn_fwd_params p, c
         for (int v = 0; v < V; v += 4)
             *reinterpret_cast<uint2 *>(dst + v) =
                 make_uint2(SplitKvPack<T>::run(acc[v], acc[v + 1]), SplitKvPack<T>::run(acc[v + 2], acc[v + 3]));
-    } else
+    } else if constexpr (V == 2) {
         *reinterpret_cast<uint32_t *>(dst) = SplitKvPack<T>::run(acc[0], acc[1]);
+    } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) dst[v] = T(acc[v]);
+    }
     if (lane == 0 && p.lse) p.lse[split_kv_lse_index(p, b, h, i)] = total * kLn2;
 }
 
@@ -141,6 +148,9 @@ cudaError_t split_kv_combine(const attn_fwd_params &p, const float *ws_o, const 
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     if (pdl) cfg.attrs = attr, cfg.numAttrs = 1;
     const bool bf16 = p.dtype == ATTN_BF16;
+    if (p.head_dim == 96)
+        return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 96>, p, ws_o, ws_lse, nsplit)
+                    : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 96>, p, ws_o, ws_lse, nsplit);
     if (p.head_dim == 64)
         return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 64>, p, ws_o, ws_lse, nsplit)
                     : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 64>, p, ws_o, ws_lse, nsplit);

@@ -138,6 +138,7 @@ struct Args {
     /* which map dimension (1..3) holds the rows, the heads and the batch: 2 bits each */
     uint32_t slots_q, slots_k, slots_v;
     float scale_log2; /* softmax_scale * log2(e); 1 with a softcap (cap_out has it) */
+    int dv;           /* the head dim in memory: D, or 96 run as D = 128 (TMA's zeros past it) */
     /* FEAT only */
     int window_left, window_right; /* -1: unbounded (causal's right bound is CAUSAL's 0) */
     /* softcap in the log2 domain: s becomes cap_out (1 - 2 / (2^(s cap_in) + 1)) =
@@ -434,7 +435,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         for (int e = threadIdx.x % 128; e < 64 * CH; e += 128) {
             const int r = 64 * cw + e / CH, c = e % CH, R = t.q_first + r;
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (R < t.rows)
+            if (R < t.rows && (D != 128 || c * 8 < a.dv))
                 v = __ldg(reinterpret_cast<const uint4 *>(static_cast<const T *>(a.q) +
                                                           split_kv_row_offset(a.cu_q, t.b, head_of(R), query_of(R),
                                                                               a.q_batch_stride, a.q_head_stride,
@@ -572,11 +573,12 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
                 (((int64_t)t.b * a.heads + head_of(R)) * a.seqlen_q + query_of(R)) * a.nsplit + t.split;
             if (lane % 4 == 0) a.ws_lse[at] = l_r[r] > 0.0f ? row_max[r] + log2f(l_r[r]) : -INFINITY;
             if (l_r[r] > 0.0f) {
-                float *dst = a.ws_o + at * D + 2 * (lane % 4);
+                float *dst = a.ws_o + at * a.dv + 2 * (lane % 4);
 #pragma unroll
                 for (int i = 0; i < D / 8; ++i)
-                    *reinterpret_cast<float2 *>(dst + 8 * i) =
-                        make_float2(o[4 * i + 2 * r] * inv_r[r], o[4 * i + 2 * r + 1] * inv_r[r]);
+                    if (D != 128 || 8 * i < a.dv)
+                        *reinterpret_cast<float2 *>(dst + 8 * i) =
+                            make_float2(o[4 * i + 2 * r] * inv_r[r], o[4 * i + 2 * r + 1] * inv_r[r]);
             }
         }
         return;
@@ -607,7 +609,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             for (int it = 0; it < 4; ++it) {
                 const int R = lane / 8 + 4 * it, c = lane % 8, q = row0 + R;
                 const uint4 v = ld_shared_v4(buf + R * 128 + ((c ^ (R & 7)) << 4));
-                if (written(q)) *reinterpret_cast<uint4 *>(o_row(q) + 64 * pnl + 8 * c) = v;
+                if (written(q) && (D != 128 || 64 * pnl + 8 * c < a.dv))
+                    *reinterpret_cast<uint4 *>(o_row(q) + 64 * pnl + 8 * c) = v;
             }
             __syncwarp();
         }
@@ -901,7 +904,7 @@ bool aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
 int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (!p) return kErr;
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
-    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) return ATTN_UNSUPPORTED;
+    if (p->head_dim != 64 && p->head_dim != 96 && p->head_dim != 128 && p->head_dim != 256) return ATTN_UNSUPPORTED;
     if (p->head_dim_v != 0 && p->head_dim_v != p->head_dim) return ATTN_UNSUPPORTED;
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
@@ -948,6 +951,9 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (pack && (p->q_row_stride % 8 != 0 || p->q_head_stride % 8 != 0 || (!packed_q && p->q_batch_stride % 8 != 0)))
         return ATTN_UNSUPPORTED;
     const int d = p->head_dim;
+    /* d96 runs as d128: its maps end at column 96, so TMA fills Q's, K's and V's columns 96-127
+     * with zeros (S unchanged, O's extra columns 0), and O is written to column 96 */
+    const int dk = d == 96 ? 128 : d;
     /* packed: one map over every sequence's rows (at most batch x the longest); the batch
      * dimension is 1. Paged: K and V are (page rows, heads, pages). */
     const uint64_t rows_q = packed_q ? (uint64_t)p->batch * p->seqlen_q : (uint64_t)p->seqlen_q;
@@ -961,9 +967,9 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     Args a = {};
     CUtensorMap mq, mk, mv;
     memset(&mq, 0, sizeof mq); /* PACK: not encoded (the consumers load Q) */
-    const int nc = feat ? 2 : consumers(d, causal, p->seqlen_q);
+    const int nc = feat ? 2 : consumers(dk, causal, p->seqlen_q);
     const uint32_t bm = 64 * nc; /* Q's box rows: the block's (Config::BM) */
-    const int bn = block_n(d, causal, feat);
+    const int bn = block_n(dk, causal, feat);
     int chunk = bn; /* K's and V's box rows */
     if (paged)
         while (p->page_size % chunk != 0) chunk /= 2; /* bn is a power of 2 with FEAT and at d256 */
@@ -993,6 +999,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     a.seqused_k = p->seqused_k;
     a.block_table = p->block_table;
     a.block_table_stride = p->block_table_stride, a.page_size = p->page_size, a.page_chunk = chunk;
+    a.dv = d;
     a.q = p->q;
     a.q_batch_stride = p->q_batch_stride, a.q_head_stride = p->q_head_stride, a.q_row_stride = p->q_row_stride;
 
@@ -1019,12 +1026,12 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     }
 
     if (p->dtype == ATTN_BF16)
-        rc = d == 64    ? dispatch<__nv_bfloat16, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
-             : d == 128 ? dispatch<__nv_bfloat16, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+        rc = dk == 64    ? dispatch<__nv_bfloat16, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+             : dk == 128 ? dispatch<__nv_bfloat16, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
                         : dispatch<__nv_bfloat16, 256>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
     else
-        rc = d == 64    ? dispatch<__half, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
-             : d == 128 ? dispatch<__half, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+        rc = dk == 64    ? dispatch<__half, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+             : dk == 128 ? dispatch<__half, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
                         : dispatch<__half, 256>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
     if (a.nsplit > 1) {
         /* PDL outside graph capture (as flash2's decode path) */
@@ -1035,7 +1042,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     return rc;
 }
 
-constexpr int kHeadDims[] = {64, 128, 256, 0};
+constexpr int kHeadDims[] = {64, 96, 128, 256, 0};
 
 } // namespace
 
