@@ -148,16 +148,17 @@ cudaError_t split_kv_combine(const attn_fwd_params &p, const float *ws_o, const 
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     if (pdl) cfg.attrs = attr, cfg.numAttrs = 1;
     const bool bf16 = p.dtype == ATTN_BF16;
-    if (p.head_dim == 96)
+    const int dv = p.head_dim_v == 0 ? p.head_dim : p.head_dim_v; /* O's columns */
+    if (dv == 96)
         return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 96>, p, ws_o, ws_lse, nsplit)
                     : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 96>, p, ws_o, ws_lse, nsplit);
-    if (p.head_dim == 64)
+    if (dv == 64)
         return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 64>, p, ws_o, ws_lse, nsplit)
                     : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 64>, p, ws_o, ws_lse, nsplit);
-    if (p.head_dim == 128)
+    if (dv == 128)
         return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 128>, p, ws_o, ws_lse, nsplit)
                     : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 128>, p, ws_o, ws_lse, nsplit);
-    if (p.head_dim == 256)
+    if (dv == 256)
         return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 256>, p, ws_o, ws_lse, nsplit)
                     : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 256>, p, ws_o, ws_lse, nsplit);
     return cudaErrorInvalidValue;

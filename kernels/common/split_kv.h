@@ -34,7 +34,8 @@ int split_kv_alloc(int dev, bool capturing, size_t rows, int nsplit, int d, cuda
  * tiles are the longest sequence's. */
 int split_kv_count(int64_t base, int64_t tiles, int64_t slots, int min_tiles);
 
-/* Launches the combine of p's rows (its dtype, head_dim 64, 96, 128 or 256, dense or packed Q) on
+/* Launches the combine of p's rows (its dtype; O's columns, head_dim_v or head_dim, 64, 96, 128 or
+ * 256; dense or packed Q) on
  * `stream`; with pdl (sm_90, not under capture) as a programmatic dependent launch, which the
  * split kernel must have allowed (griddepcontrol.launch_dependents). */
 cudaError_t split_kv_combine(const attn_fwd_params &p, const float *ws_o, const float *ws_lse, int nsplit, bool pdl,

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include <algorithm>
 #include <cstring>
@@ -78,6 +79,7 @@ constexpr int kPackMaxQ = 16, kPackMinSplitTiles = 4;
 template <int D_, bool CAUSAL_, int CONSUMERS_, bool FEAT_ = false, bool PACK_ = false>
 struct Config {
     static constexpr int D = D_;
+    static constexpr int DV = D == 192 ? 128 : D; /* V's and O's columns: 192 x 128 (DeepSeek's MLA prefill) */
     static constexpr bool FEAT = FEAT_, PACK = PACK_;
     static constexpr int CONSUMERS = CONSUMERS_; /* warpgroups of 64 query rows: 2, or 3 at d64 */
     static constexpr int BM = 64 * CONSUMERS; /* query rows per block (tile) */
@@ -89,12 +91,12 @@ struct Config {
     /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
      * the 128-byte swizzle takes) each, the panels of a tile back to back. */
     static constexpr int PANEL_Q = BM * 128, PANEL_KV = BN * 128; /* bytes */
-    static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+    static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     static constexpr int OFF_K = Q_BYTES;
-    static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
+    static constexpr int OFF_V = OFF_K + STAGES * K_BYTES;
     /* the epilogue's 2 KB per consumer warp (16 rows x 64 columns of O, one column panel at a
      * time) */
-    static constexpr int OFF_O = OFF_V + STAGES * KV_BYTES;
+    static constexpr int OFF_O = OFF_V + STAGES * V_BYTES;
     static constexpr int O_STAGE_BYTES = 4 * CONSUMERS * 2048;
     static constexpr int OFF_BAR = OFF_O + O_STAGE_BYTES;
     /* Q full; K full, V full, K empty, V empty per stage; Q empty (persistent) */
@@ -104,18 +106,19 @@ struct Config {
     /* registers per thread: the producer warpgroup keeps 24 (56 with FEAT: the paged loads'
      * addressing spilled at 48), the consumers take the rest (240 each of two, 224 with FEAT,
      * 160 each of three). d256 with FEAT spills 88-156 bytes here (O alone is 128 registers),
-     * and still at 232 / 40 or 240 / 24 */
+     * and still at 232 / 40 or 240 / 24; 192 x 128 with FEAT 4-28 bytes */
     static constexpr int PRODUCER_REGS = FEAT ? 56 : 24;
     static constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : FEAT ? 224 : 240;
-    /* live fragments of a consumer thread: O (D / 2 floats), S (BN / 2 floats), P (BN / 4
+    /* live fragments of a consumer thread: O (DV / 2 floats), S (BN / 2 floats), P (BN / 4
      * registers of two dtype values) */
-    static constexpr int CONSUMER_FRAGMENT_REGS = D / 2 + BN / 2 + BN / 4;
+    static constexpr int CONSUMER_FRAGMENT_REGS = DV / 2 + BN / 2 + BN / 4;
 
-    static_assert(D == 64 || D == 128 || D == 256, "head dims 64, 128 and 256");
+    static_assert(D == 64 || D == 128 || D == 192 || D == 256, "head dims 64, 128, 192 (x 128) and 256");
     static_assert(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64 && !FEAT), "three consumers at d64 only, plain");
     static_assert(BN == 64 || BN == 128 || BN == 176, "the S GEMM shapes ptx.cuh has: n64, n128, n176");
     static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
-    static_assert(OFF_K % 1024 == 0 && KV_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 && PANEL_KV % 1024 == 0,
+    static_assert(OFF_K % 1024 == 0 && K_BYTES % 1024 == 0 && V_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 &&
+                      PANEL_KV % 1024 == 0,
                   "every panel starts on a 1024-byte swizzle pattern");
     static_assert(PANEL_KV >> 4 < (1 << 14), "V's panel stride fits the descriptor's leading byte offset");
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "register file: 64 K per SM");
@@ -238,26 +241,27 @@ __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorM
     /* tile n of K or V into dst: paged, chunk by chunk from each chunk's page (a chunk past the
      * sequence's last used page reads that page again: the table's later entries may hold
      * anything, and its keys are masked) */
-    auto load_kv = [&](uint32_t dst, const CUtensorMap *map, uint32_t full, uint32_t slots, int n) {
+    auto load_kv = [&](auto cols, uint32_t dst, const CUtensorMap *map, uint32_t full, uint32_t slots, int n) {
+        constexpr int W = decltype(cols)::value; /* D for K, DV for V */
         if (FEAT && a.block_table) {
             const int32_t *pages = a.block_table + (int64_t)t.b * a.block_table_stride;
             const int last = (t.sk - 1) / a.page_size;
             for (int key = n * C::BN; key < (n + 1) * C::BN; key += a.page_chunk)
-                load_tile<D, C::PANEL_KV>(dst + (key - n * C::BN) * 128, map, full, slots, key % a.page_size, t.hk,
+                load_tile<W, C::PANEL_KV>(dst + (key - n * C::BN) * 128, map, full, slots, key % a.page_size, t.hk,
                                           __ldg(pages + min(key / a.page_size, last)));
         } else {
-            load_tile<D, C::PANEL_KV>(dst, map, full, slots, t.k_row0 + key_first<C::BN>(a, t, n), t.hk, t.k_batch);
+            load_tile<W, C::PANEL_KV>(dst, map, full, slots, t.k_row0 + key_first<C::BN>(a, t, n), t.hk, t.k_batch);
         }
     };
     for (int it = 0; it < t.tiles(); ++it) {
         const int n = t.n_max - 1 - it, s = (kv0 + it) % C::STAGES;
         const uint32_t phase = ((kv0 + it) / C::STAGES) & 1;
         wait(bar.empty_k(s), phase ^ 1);
-        mbar_arrive_expect_tx(bar.full_k(s), C::KV_BYTES);
-        load_kv(sK + s * C::KV_BYTES, tm_k, bar.full_k(s), a.slots_k, n);
+        mbar_arrive_expect_tx(bar.full_k(s), C::K_BYTES);
+        load_kv(std::integral_constant<int, D>{}, sK + s * C::K_BYTES, tm_k, bar.full_k(s), a.slots_k, n);
         wait(bar.empty_v(s), phase ^ 1);
-        mbar_arrive_expect_tx(bar.full_v(s), C::KV_BYTES);
-        load_kv(sV + s * C::KV_BYTES, tm_v, bar.full_v(s), a.slots_v, n);
+        mbar_arrive_expect_tx(bar.full_v(s), C::V_BYTES);
+        load_kv(std::integral_constant<int, C::DV>{}, sV + s * C::V_BYTES, tm_v, bar.full_v(s), a.slots_v, n);
     }
 }
 
@@ -287,9 +291,10 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     auto head_of = [&](int R) { return PACK ? t.hk * a.group + R % a.group : t.h; };
     const uint32_t q_base = sQ + cw * 64 * 128;                    /* this warpgroup's 64 rows of each Q panel */
 
-    float o[D / 2];
+    constexpr int DV = C::DV;
+    float o[DV / 2];
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+    for (int i = 0; i < DV / 2; ++i) o[i] = 0.0f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}; /* max: log2 domain, scaled */
 
     /* S = Q.K^T of stage s: D / 16 k-steps; within a 128-byte swizzled row, k-step kk of a panel
@@ -299,7 +304,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     const uint64_t desc_q = make_desc(q_base, 16, 1024), desc_k = make_desc(sK, 16, 1024),
                    desc_v = make_desc(sV, C::PANEL_KV, 1024);
     auto issue_qk = [&](float(&s)[BN / 2], int stage) {
-        const uint64_t dk = desc_add(desc_k, stage * C::KV_BYTES);
+        const uint64_t dk = desc_add(desc_k, stage * C::K_BYTES);
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             const uint32_t qo = (kk / 4) * C::PANEL_Q + (kk % 4) * 32, ko = (kk / 4) * C::PANEL_KV + (kk % 4) * 32;
@@ -315,14 +320,14 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     /* O += P.V of stage s: BN / 16 k-steps of 16 keys = 16 rows of 128 bytes; V is MN-major
      * (d contiguous): the leading offset steps to the next 64-column panel */
     auto issue_pv = [&](const uint32_t(&p)[BN / 16][4], int stage) {
-        const uint64_t dv = desc_add(desc_v, stage * C::KV_BYTES);
+        const uint64_t dv = desc_add(desc_v, stage * C::V_BYTES);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
             const uint64_t db = desc_add(dv, kk * 16 * 128);
-            if constexpr (D == 256) { /* two n128 halves: O's columns 0-127 (panels 0, 1), 128-255 (2, 3) */
+            if constexpr (DV == 256) { /* two n128 halves: O's columns 0-127 (panels 0, 1), 128-255 (2, 3) */
                 Wgmma<T>::rs_n128(*reinterpret_cast<float(*)[64]>(&o[0]), p[kk], db);
                 Wgmma<T>::rs_n128(*reinterpret_cast<float(*)[64]>(&o[64]), p[kk], desc_add(db, 2 * C::PANEL_KV));
-            } else if constexpr (D == 128) {
+            } else if constexpr (DV == 128) {
                 Wgmma<T>::rs_n128(o, p[kk], db);
             } else {
                 Wgmma<T>::rs_n64(o, p[kk], db);
@@ -408,7 +413,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     };
     auto rescale_o = [&](const float(&corr)[2]) {
 #pragma unroll
-        for (int i = 0; i < D / 8; ++i)
+        for (int i = 0; i < DV / 8; ++i)
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 o[4 * i + 2 * r] *= corr[r];
@@ -435,7 +440,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         for (int e = threadIdx.x % 128; e < 64 * CH; e += 128) {
             const int r = 64 * cw + e / CH, c = e % CH, R = t.q_first + r;
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (R < t.rows && (D != 128 || c * 8 < a.dv))
+            if (R < t.rows && (D != 128 || c * 8 < a.dv)) /* d96: columns past 96 are zeros, as TMA's */
                 v = __ldg(reinterpret_cast<const uint4 *>(static_cast<const T *>(a.q) +
                                                           split_kv_row_offset(a.cu_q, t.b, head_of(R), query_of(R),
                                                                               a.q_batch_stride, a.q_head_stride,
@@ -575,8 +580,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             if (l_r[r] > 0.0f) {
                 float *dst = a.ws_o + at * a.dv + 2 * (lane % 4);
 #pragma unroll
-                for (int i = 0; i < D / 8; ++i)
-                    if (D != 128 || 8 * i < a.dv)
+                for (int i = 0; i < DV / 8; ++i)
+                    if (DV != 128 || 8 * i < a.dv)
                         *reinterpret_cast<float2 *>(dst + 8 * i) =
                             make_float2(o[4 * i + 2 * r] * inv_r[r], o[4 * i + 2 * r + 1] * inv_r[r]);
             }
@@ -595,7 +600,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         const uint32_t buf = sQ + C::OFF_O + (uint32_t)(threadIdx.x / 32 - 4) * 2048u;
         const int row0 = t.q_first + 64 * cw + 16 * warp; /* the warp's first row (block row index) */
 #pragma unroll
-        for (int pnl = 0; pnl < D / 64; ++pnl) {
+        for (int pnl = 0; pnl < DV / 64; ++pnl) {
 #pragma unroll
             for (int c = 0; c < 8; ++c)
 #pragma unroll
@@ -609,7 +614,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             for (int it = 0; it < 4; ++it) {
                 const int R = lane / 8 + 4 * it, c = lane % 8, q = row0 + R;
                 const uint4 v = ld_shared_v4(buf + R * 128 + ((c ^ (R & 7)) << 4));
-                if (written(q) && (D != 128 || 64 * pnl + 8 * c < a.dv))
+                if (written(q) && (DV != 128 || 64 * pnl + 8 * c < a.dv))
                     *reinterpret_cast<uint4 *>(o_row(q) + 64 * pnl + 8 * c) = v;
             }
             __syncwarp();
@@ -891,6 +896,7 @@ int dispatch(const Args &a, bool causal, int nc, bool feat, bool pack, const CUt
 /* the kernel's BN (the same for two and three consumers) */
 int block_n(int d, bool causal, bool feat) {
     if (d == 256) return Config<256, false, 2>::BN; /* every instantiation's */
+    if (d == 192) return Config<192, false, 2>::BN;
     if (feat) return d == 64 ? Config<64, false, 2, true>::BN : Config<128, false, 2, true>::BN;
     return d == 64 ? (causal ? Config<64, true, 2>::BN : Config<64, false, 2>::BN)
                    : (causal ? Config<128, true, 2>::BN : Config<128, false, 2>::BN);
@@ -904,8 +910,12 @@ bool aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
 int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (!p) return kErr;
     if (p->dtype != ATTN_F16 && p->dtype != ATTN_BF16) return ATTN_UNSUPPORTED;
-    if (p->head_dim != 64 && p->head_dim != 96 && p->head_dim != 128 && p->head_dim != 256) return ATTN_UNSUPPORTED;
-    if (p->head_dim_v != 0 && p->head_dim_v != p->head_dim) return ATTN_UNSUPPORTED;
+    /* the pairs of kHeadDimPairs: d x d for 64, 96, 128 and 256, and 192 x 128 */
+    const int dv = p->head_dim_v == 0 ? p->head_dim : p->head_dim_v;
+    if (p->head_dim == 192 ? dv != 128
+                           : (dv != p->head_dim ||
+                              (p->head_dim != 64 && p->head_dim != 96 && p->head_dim != 128 && p->head_dim != 256)))
+        return ATTN_UNSUPPORTED;
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
     /* the row max is taken before scaling (and the softcap's tanh): a positive scale keeps it
@@ -980,7 +990,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         rc = make_map(&mk, p->dtype, p->k, d, rows_k, heads_k, batch_k, p->k_row_stride, p->k_head_stride,
                       p->k_batch_stride, (uint32_t)chunk, &a.slots_k);
     if (rc == ATTN_OK)
-        rc = make_map(&mv, p->dtype, p->v, d, rows_k, heads_k, batch_k, p->v_row_stride, p->v_head_stride,
+        rc = make_map(&mv, p->dtype, p->v, dv, rows_k, heads_k, batch_k, p->v_row_stride, p->v_head_stride,
                       p->v_batch_stride, (uint32_t)chunk, &a.slots_v);
     if (rc != ATTN_OK) return rc;
 
@@ -999,7 +1009,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     a.seqused_k = p->seqused_k;
     a.block_table = p->block_table;
     a.block_table_stride = p->block_table_stride, a.page_size = p->page_size, a.page_chunk = chunk;
-    a.dv = d;
+    a.dv = dv;
     a.q = p->q;
     a.q_batch_stride = p->q_batch_stride, a.q_head_stride = p->q_head_stride, a.q_row_stride = p->q_row_stride;
 
@@ -1019,7 +1029,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         /* a first call inside a capture cannot create the workspace's pool: no splits then */
         if (a.nsplit > 1) {
             rc = split_kv_alloc(dev, capturing != cudaStreamCaptureStatusNone,
-                                (size_t)p->batch * p->heads * p->seqlen_q, a.nsplit, d, stream, &a.ws_o, &a.ws_lse);
+                                (size_t)p->batch * p->heads * p->seqlen_q, a.nsplit, dv, stream, &a.ws_o, &a.ws_lse);
             if (rc == ATTN_UNSUPPORTED) a.nsplit = 1;
             else if (rc != ATTN_OK) return rc;
         }
@@ -1028,10 +1038,12 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (p->dtype == ATTN_BF16)
         rc = dk == 64    ? dispatch<__nv_bfloat16, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
              : dk == 128 ? dispatch<__nv_bfloat16, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+             : dk == 192 ? dispatch<__nv_bfloat16, 192>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
                         : dispatch<__nv_bfloat16, 256>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
     else
         rc = dk == 64    ? dispatch<__half, 64>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
              : dk == 128 ? dispatch<__half, 128>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
+             : dk == 192 ? dispatch<__half, 192>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream)
                         : dispatch<__half, 256>(a, causal, nc, feat, pack, mq, mk, mv, dev, stream);
     if (a.nsplit > 1) {
         /* PDL outside graph capture (as flash2's decode path) */
@@ -1042,13 +1054,17 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     return rc;
 }
 
-constexpr int kHeadDims[] = {64, 96, 128, 256, 0};
+/* head_dim and head_dim_v (capability.c reads the pairs) */
+constexpr int kHeadDims[] = {64, 96, 128, 192, 256, 0};
+constexpr int kHeadDimPairs[] = {64, 64, 96, 96, 128, 128, 256, 256, 192, 128, 0};
 
 } // namespace
 
 extern "C" const attn_kernel attn_kernel_hopper = {
     "hopper", hopper_fwd,
-    ATTN_CAP_GQA | ATTN_CAP_VARLEN | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K,
-    0,         /* fp16 and bf16 */
-    kHeadDims, /* 64, 128 */
+    ATTN_CAP_GQA | ATTN_CAP_VARLEN | ATTN_CAP_WINDOW | ATTN_CAP_SOFTCAP | ATTN_CAP_PAGED | ATTN_CAP_SEQUSED_K |
+        ATTN_CAP_HEAD_DIM_V,
+    0,             /* fp16 and bf16 */
+    kHeadDims,     /* 64, 96, 128, 192, 256 */
+    kHeadDimPairs, /* 64x64, 96x96, 128x128, 256x256, 192x128 */
 };
