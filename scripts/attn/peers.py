@@ -55,6 +55,9 @@ def read_shapes(path, prog="peers", tool=None, build_dir=None, json_text=None):
     if doc["tokens"] is None or doc["hidden"] is None:
         fail(prog, path, "the benchmark matrix needs its 'tokens' and 'hidden' lines")
     axes = doc["axes"]
+    for d in axes["head_dim"]:
+        if not str(d).isdigit():  # DxDV: the shim and the peers take one head dim
+            fail(prog, path, f"head_dim {d}: these tools time one head dim for Q, K and V; DxDV is not supported")
     return [(dt, int(d), m, s["seqlen_q"], doc["tokens"], doc["hidden"])
             for dt in axes["dtype"] for d in axes["head_dim"] for m in axes["mask"] for s in doc["shapes"]]
 

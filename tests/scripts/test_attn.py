@@ -111,6 +111,10 @@ class Shapes(unittest.TestCase):
         self.assertEqual(cases[:2], [("fp16", 64, "full", 4, 16384, 2048), ("fp16", 64, "full", 32, 16384, 2048)])
         self.assertIn("'tokens' and 'hidden'", exits_with(self, lambda: peers.read_shapes(
             "shapes/selftest.txt", json_text=fixture("shapes_selftest.json"))))
+        dxdv = json.loads(fixture("shapes_benchmark.json"))
+        dxdv["axes"]["head_dim"] = ["192x128"]
+        self.assertIn("head_dim 192x128: these tools time one head dim", exits_with(self, lambda: peers.read_shapes(
+            "shapes/x.txt", json_text=json.dumps(dxdv))))
 
 
 class Tree(unittest.TestCase):
