@@ -24,6 +24,11 @@
  * stores. NOTES.md measures each of these choices and the versions that led to them (the
  * earlier versions' code, and the switches that measured slower, are in git history).
  *
+ * Head dims 64, 128 and 256 (64-key tiles), 192 x 128 (Config::DV: V and O 128 columns), and 96
+ * as 128 on maps that end at column 96 (TMA's zeros past it). Windows, softcap, paged K/V and
+ * seqused_k take their own instantiations (FEAT); decode, a KV head's query heads packed into
+ * one block with split-KV, its own again (PACK): Config says how.
+ *
  * Tails and variable lengths: a dense tensor is a 4-D tensor map (d, rows, heads, batch), so
  * TMA writes zeros for rows past the sequence. Packed (varlen) tensors are one map over all
  * rows; a tile that would run past its sequence's end is moved back to end there (rows before
