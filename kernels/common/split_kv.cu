@@ -83,6 +83,13 @@ __global__ void __launch_bounds__(128) combine_kernel(const attn_fwd_params p, c
     if (lane == 0 && p.lse) p.lse[split_kv_lse_index(p, b, h, i)] = total * kLn2;
 }
 
+template <int D>
+cudaError_t launch_combine(const cudaLaunchConfig_t &cfg, bool bf16, const attn_fwd_params &p, const float *ws_o,
+                           const float *ws_lse, int nsplit) {
+    return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, D>, p, ws_o, ws_lse, nsplit)
+                : cudaLaunchKernelEx(&cfg, combine_kernel<__half, D>, p, ws_o, ws_lse, nsplit);
+}
+
 /* The pool of each device: created under a lock (host threads may race there), never trimmed
  * (release threshold UINT64_MAX). Allocations are stream-ordered and the pool orders reuse
  * across streams itself (its default reuse policies follow stream order), so two streams
@@ -148,19 +155,12 @@ cudaError_t split_kv_combine(const attn_fwd_params &p, const float *ws_o, const 
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     if (pdl) cfg.attrs = attr, cfg.numAttrs = 1;
     const bool bf16 = p.dtype == ATTN_BF16;
-    const int dv = p.head_dim_v == 0 ? p.head_dim : p.head_dim_v; /* O's columns */
-    if (dv == 96)
-        return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 96>, p, ws_o, ws_lse, nsplit)
-                    : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 96>, p, ws_o, ws_lse, nsplit);
-    if (dv == 64)
-        return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 64>, p, ws_o, ws_lse, nsplit)
-                    : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 64>, p, ws_o, ws_lse, nsplit);
-    if (dv == 128)
-        return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 128>, p, ws_o, ws_lse, nsplit)
-                    : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 128>, p, ws_o, ws_lse, nsplit);
-    if (dv == 256)
-        return bf16 ? cudaLaunchKernelEx(&cfg, combine_kernel<__nv_bfloat16, 256>, p, ws_o, ws_lse, nsplit)
-                    : cudaLaunchKernelEx(&cfg, combine_kernel<__half, 256>, p, ws_o, ws_lse, nsplit);
+    switch (p.head_dim_v == 0 ? p.head_dim : p.head_dim_v) { /* O's columns */
+    case 64: return launch_combine<64>(cfg, bf16, p, ws_o, ws_lse, nsplit);
+    case 96: return launch_combine<96>(cfg, bf16, p, ws_o, ws_lse, nsplit);
+    case 128: return launch_combine<128>(cfg, bf16, p, ws_o, ws_lse, nsplit);
+    case 256: return launch_combine<256>(cfg, bf16, p, ws_o, ws_lse, nsplit);
+    }
     return cudaErrorInvalidValue;
 }
 
