@@ -146,7 +146,7 @@ struct Args {
     /* which map dimension (1..3) holds the rows, the heads and the batch: 2 bits each */
     uint32_t slots_q, slots_k, slots_v;
     float scale_log2; /* softmax_scale * log2(e); 1 with a softcap (cap_out has it) */
-    int dv;           /* the head dim in memory: D, or 96 run as D = 128 (TMA's zeros past it) */
+    int dv;           /* V's and O's columns in memory: Config::DV, or 96 run as D = 128 (TMA's zeros past it) */
     /* FEAT only */
     int window_left, window_right; /* -1: unbounded (causal's right bound is CAUSAL's 0) */
     /* softcap in the log2 domain: s becomes cap_out (1 - 2 / (2^(s cap_in) + 1)) =
