@@ -130,6 +130,17 @@ static int backward_checks(const char *checks) {
     return 0;
 }
 
+/* 1 when every check of the list is of group launch (compute-sanitizer's runs) */
+static int launch_checks_only(const char *checks) {
+    int any = 0;
+    for (int i = 0; i < N_CHECKS; i++)
+        if (listed(checks, CHECKS[i].name)) {
+            if (strcmp(CHECKS[i].group, "launch")) return 0;
+            any = 1;
+        }
+    return any;
+}
+
 /* 0, or the first unknown name of the list in `bad` */
 static int checks_valid(const char *list, char *bad, size_t badlen) {
     char buf[512];
@@ -615,7 +626,7 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
     } else {
         /* a packed case's own checks; the backward's, and 'launch' (compute-sanitizer's run of
          * varlen and paged layouts), take packed cases as they are */
-        const int as_given = backward || !strcmp(s->checks, "launch");
+        const int as_given = backward || launch_checks_only(s->checks);
         v = run_checks(x, c->nseq && !as_given ? "packed,inputs_unchanged" : s->checks, t0);
     }
     cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
