@@ -473,13 +473,11 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
          * P.V is on the tensor cores: see the wait below), and the consumer warpgroups
          * take turns to issue (named barrier 1 + w is warpgroup w's, 256 threads: it waits, the
          * one before it arrives), so one's GEMMs run during the others' softmax. Each
-         * warpgroup has tiles() + 1 turns; the last warpgroup opens the first turn for warpgroup
-         * 0 and skips its own last hand-over, so that every barrier's arrivals match its waits. */
+         * warpgroup has tiles() + 1 turns. The turns run on across the block's tiles (the kernel
+         * opens the first and closes the last: hopper_fwd_kernel), so that warpgroup 0 issues
+         * the next tile's first S while the last warpgroup's last P.V and epilogue run. */
         auto take_turn = [&]() { named_bar_sync(1 + cw, 256); };
-        auto pass_turn = [&](bool last) {
-            if (!(cw == C::CONSUMERS - 1 && last)) named_bar_arrive(next_turn(cw), 256);
-        };
-        if (cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
+        auto pass_turn = [&]() { named_bar_arrive(next_turn(cw), 256); };
 
         /* stage and phase of the block's KV tile kv0 + it (persistent: the ring runs on across tiles) */
         auto stage = [&](int it) { return (kv0 + it) % STAGES; };
@@ -489,7 +487,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
                 if (it < t.tiles()) mbar_wait(bar.full_k(stage(it)), phase(it));
                 if (it > 0) mbar_wait(bar.full_v(stage(it - 1)), phase(it - 1));
                 take_turn();
-                pass_turn(it == t.tiles());
+                pass_turn();
                 if (it < t.tiles()) release(bar.empty_k(stage(it)));
                 if (it > 0) release(bar.empty_v(stage(it - 1)));
             }
@@ -499,7 +497,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         wgmma_fence();
         issue_qk(s, stage(0));
         wgmma_commit();
-        pass_turn(false);
+        pass_turn();
         wgmma_wait<0>();
         pin(s);
         release(bar.empty_k(stage(0)));
@@ -515,7 +513,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             wgmma_commit();
             issue_pv(p, prev);
             wgmma_commit();
-            pass_turn(false);
+            pass_turn();
             wgmma_wait<1>(); /* S done; P.V may still run */
             pin(s);
             release(bar.empty_k(st));
@@ -539,7 +537,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         wgmma_fence();
         issue_pv(p, last);
         wgmma_commit();
-        pass_turn(true);
+        pass_turn();
         wgmma_wait<0>();
         pin(o);
         release(bar.empty_v(last));
@@ -739,6 +737,11 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
         }
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
+        /* the GEMM turns (consume) run on from tile to tile: the last consumer warpgroup opens
+         * warpgroup 0's first turn here and every turn is handed on, so warpgroup 0 takes one
+         * more turn at the end, which matches the last hand-over's arrival */
+        const int cw = threadIdx.x / 128 - 1;
+        if (cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
         int kv = 0, qi = 0;
         for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
             for (int k = 0; k < 2; ++k) {
@@ -747,6 +750,7 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
                 consume<T, D, CAUSAL, NC, FEAT, PACK>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                 if (t.tiles() > 0) kv += t.tiles(), ++qi;
             }
+        if (cw == 0) named_bar_sync(1, 256);
     }
 #endif
 }
