@@ -97,15 +97,22 @@ struct Config {
      * the 128-byte swizzle takes) each, the panels of a tile back to back. */
     static constexpr int PANEL_Q = BM * 128, PANEL_KV = BN * 128; /* bytes */
     static constexpr int Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
-    static constexpr int OFF_K = Q_BYTES;
+    static constexpr int O_STAGE_BYTES = 4 * CONSUMERS * 2048;
+    /* Q buffers: two where shared memory has room for a second (then the next tile's Q loads
+     * while this one runs, not after its last S GEMM), one at d128 with 176-key tiles, d192 and
+     * d256, and with PACK (the consumers load Q) */
+    static constexpr int Q_BUFS =
+        !PACK && 2 * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + O_STAGE_BYTES + 8 * (4 + 4 * STAGES) + 1024 <= 227 * 1024
+            ? 2
+            : 1;
+    static constexpr int OFF_K = Q_BUFS * Q_BYTES;
     static constexpr int OFF_V = OFF_K + STAGES * K_BYTES;
     /* the epilogue's 2 KB per consumer warp (16 rows x 64 columns of O, one column panel at a
      * time) */
     static constexpr int OFF_O = OFF_V + STAGES * V_BYTES;
-    static constexpr int O_STAGE_BYTES = 4 * CONSUMERS * 2048;
     static constexpr int OFF_BAR = OFF_O + O_STAGE_BYTES;
-    /* Q full; K full, V full, K empty, V empty per stage; Q empty (persistent) */
-    static constexpr int BARS = 2 + 4 * STAGES;
+    /* Q full per Q buffer; K full, V full, K empty, V empty per stage; Q empty per Q buffer */
+    static constexpr int BARS = 2 * Q_BUFS + 4 * STAGES;
     /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
     static constexpr int SMEM = OFF_BAR + 8 * BARS + 1024;
     /* registers per thread: the producer warpgroup keeps 24 (56 with FEAT: the paged loads'
@@ -215,15 +222,16 @@ __device__ __forceinline__ float max_tree(float (&m)[N]) {
 template <typename T> using Pack = SplitKvPack<T>;
 
 /* Barrier addresses: bars + 8 * index. */
-template <int STAGES>
+template <class C>
 struct Bars {
+    static constexpr int S = C::STAGES, QB = C::Q_BUFS;
     uint32_t base;
-    __device__ __forceinline__ uint32_t q() const { return base; }
-    __device__ __forceinline__ uint32_t full_k(int s) const { return base + 8 * (1 + s); }
-    __device__ __forceinline__ uint32_t full_v(int s) const { return base + 8 * (1 + STAGES + s); }
-    __device__ __forceinline__ uint32_t empty_k(int s) const { return base + 8 * (1 + 2 * STAGES + s); }
-    __device__ __forceinline__ uint32_t empty_v(int s) const { return base + 8 * (1 + 3 * STAGES + s); }
-    __device__ __forceinline__ uint32_t q_empty() const { return base + 8 * (1 + 4 * STAGES); }
+    __device__ __forceinline__ uint32_t q(int b) const { return base + 8 * b; }
+    __device__ __forceinline__ uint32_t full_k(int s) const { return base + 8 * (QB + s); }
+    __device__ __forceinline__ uint32_t full_v(int s) const { return base + 8 * (QB + S + s); }
+    __device__ __forceinline__ uint32_t empty_k(int s) const { return base + 8 * (QB + 2 * S + s); }
+    __device__ __forceinline__ uint32_t empty_v(int s) const { return base + 8 * (QB + 3 * S + s); }
+    __device__ __forceinline__ uint32_t q_empty(int b) const { return base + 8 * (QB + 4 * S + b); }
 };
 
 /* Producer: one thread loads Q, then K and V of every visible tile, last tile first, each
@@ -233,15 +241,17 @@ struct Bars {
 template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
 __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                         const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK>::STAGES> &bar, int kv0, int qi) {
+                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK>> &bar, int kv0, int qi) {
     using C = Config<D, CAUSAL, NC, FEAT, PACK>;
     /* the producer waits suspended, not spinning (its spin loop was ~10 % of the instructions
      * issued at d64): woken when the phase completes, 1 ms at most per try */
     auto wait = [](uint32_t b, uint32_t parity) { mbar_wait_suspend(b, parity, 1000000u); };
     if constexpr (!PACK) { /* PACK: the consumers load Q */
-        wait(bar.q_empty(), (qi & 1) ^ 1);
-        mbar_arrive_expect_tx(bar.q(), C::Q_BYTES);
-        load_tile<D, C::PANEL_Q>(sQ, tm_q, bar.q(), a.slots_q, t.q_row0 + t.q_first, t.h, t.q_batch);
+        const int qb = qi % C::Q_BUFS;
+        wait(bar.q_empty(qb), ((qi / C::Q_BUFS) & 1) ^ 1);
+        mbar_arrive_expect_tx(bar.q(qb), C::Q_BYTES);
+        load_tile<D, C::PANEL_Q>(sQ + qb * C::Q_BYTES, tm_q, bar.q(qb), a.slots_q, t.q_row0 + t.q_first, t.h,
+                                 t.q_batch);
     }
     /* tile n of K or V into dst: paged, chunk by chunk from each chunk's page (a chunk past the
      * sequence's last used page reads that page again: the table's later entries may hold
@@ -283,7 +293,7 @@ __device__ __forceinline__ int next_turn_of(int cw) {
  * 8 i + 2 (l % 4) + j). */
 template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
 __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK>::STAGES> &bar, int kv0, int qi) {
+                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK>> &bar, int kv0, int qi) {
     using C = Config<D, CAUSAL, NC, FEAT, PACK>;
     constexpr int BN = C::BN, STAGES = C::STAGES;
     const int cw = threadIdx.x / 128 - 1;
@@ -294,7 +304,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
      * R / group of head kv_head group + R % group */
     auto query_of = [&](int R) { return PACK ? R / a.group : R; };
     auto head_of = [&](int R) { return PACK ? t.hk * a.group + R % a.group : t.h; };
-    const uint32_t q_base = sQ + cw * 64 * 128;                    /* this warpgroup's 64 rows of each Q panel */
+    const int qb = qi % C::Q_BUFS; /* this tile's Q buffer */
+    const uint32_t q_base = sQ + qb * C::Q_BYTES + cw * 64 * 128; /* this warpgroup's 64 rows of each Q panel */
 
     constexpr int DV = C::DV;
     float o[DV / 2];
@@ -464,7 +475,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         if constexpr (PACK) {
             if (!idle) load_q_rows();
         } else {
-            mbar_wait(bar.q(), qi & 1);
+            mbar_wait(bar.q(qb), (qi / C::Q_BUFS) & 1);
         }
         float s[BN / 2];
         uint32_t p[BN / 16][4];
@@ -530,7 +541,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             pack_p(p, s);
         }
         /* every S GEMM of the tile is done: the producer may load the next tile's Q */
-        if constexpr (!PACK) release(bar.q_empty());
+        if constexpr (!PACK) release(bar.q_empty(qb));
         const int last = stage(t.tiles() - 1);
         mbar_wait(bar.full_v(last), phase(t.tiles() - 1));
         take_turn();
@@ -701,14 +712,16 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
     using C = Config<D, CAUSAL, NC, FEAT, PACK>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const Bars<C::STAGES> bar{smem + C::OFF_BAR};
+    const Bars<C> bar{smem + C::OFF_BAR};
 
     /* PACK: the combine (a programmatic dependent launch) may be scheduled once every block got
      * here; it still waits for this grid to finish before it reads a partial */
     if (PACK) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     if (threadIdx.x == 0) {
-        mbar_init(bar.q(), 1);
-        mbar_init(bar.q_empty(), 4 * C::CONSUMERS);
+        for (int b = 0; b < C::Q_BUFS; ++b) {
+            mbar_init(bar.q(b), 1);
+            mbar_init(bar.q_empty(b), 4 * C::CONSUMERS);
+        }
         for (int s = 0; s < C::STAGES; ++s) {
             mbar_init(bar.full_k(s), 1);
             mbar_init(bar.full_v(s), 1);
