@@ -127,21 +127,16 @@ cudaError_t device_pool(int dev, cudaMemPool_t *out) {
 
 } // namespace
 
-int stream_scratch_alloc(int dev, bool capturing, size_t bytes, cudaStream_t stream, void **ptr) {
+int split_kv_alloc(int dev, bool capturing, size_t rows, int nsplit, int d, cudaStream_t stream, float **ws_o,
+                   float **ws_lse) {
     if (capturing && (dev < 0 || dev >= kMaxDevices || !g_pools[dev].load(std::memory_order_acquire)))
         return ATTN_UNSUPPORTED;
     cudaMemPool_t pool;
-    if (device_pool(dev, &pool) != cudaSuccess || cudaMallocFromPoolAsync(ptr, bytes, pool, stream) != cudaSuccess)
-        return kErr;
-    return ATTN_OK;
-}
-
-int split_kv_alloc(int dev, bool capturing, size_t rows, int nsplit, int d, cudaStream_t stream, float **ws_o,
-                   float **ws_lse) {
     void *ws = nullptr;
     const size_t partials = rows * (size_t)nsplit;
-    const int rc = stream_scratch_alloc(dev, capturing, partials * (size_t)(d + 1) * sizeof(float), stream, &ws);
-    if (rc != ATTN_OK) return rc;
+    if (device_pool(dev, &pool) != cudaSuccess ||
+        cudaMallocFromPoolAsync(&ws, partials * (size_t)(d + 1) * sizeof(float), pool, stream) != cudaSuccess)
+        return kErr;
     *ws_o = static_cast<float *>(ws);
     *ws_lse = *ws_o + partials * d;
     return ATTN_OK;

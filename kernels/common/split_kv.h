@@ -14,14 +14,12 @@
 
 #include "attn_abi.h"
 
-/* `bytes` of device memory from this device's pool (created by the first call that needs one;
- * freed blocks stay in it, so a warm call allocates without the driver), stream-ordered on
- * `stream`: release with cudaFreeAsync(*ptr, stream). ATTN_OK; ATTN_UNSUPPORTED when the pool
- * does not exist yet and `capturing` (creating one would end a stream capture); 2 on an error. */
-int stream_scratch_alloc(int dev, bool capturing, size_t bytes, cudaStream_t stream, void **ptr);
-/* The partials of `rows` rows x nsplit, of d columns, by stream_scratch_alloc: *ws_o, then
- * *ws_lse in the same allocation (release it with cudaFreeAsync(*ws_o, stream) after the
- * combine); its return codes. */
+/* The partials of `rows` rows x nsplit, of d columns, from this device's pool (created by the
+ * first call that needs one; freed blocks stay in it, so a warm call allocates without the
+ * driver), stream-ordered on `stream`: *ws_o, then *ws_lse in the same allocation (release it
+ * with cudaFreeAsync(*ws_o, stream) after the combine). ATTN_OK; ATTN_UNSUPPORTED when the
+ * pool does not exist yet and `capturing` (creating one would end a stream capture); 2 on an
+ * error. */
 int split_kv_alloc(int dev, bool capturing, size_t rows, int nsplit, int d, cudaStream_t stream, float **ws_o,
                    float **ws_lse);
 

@@ -74,9 +74,6 @@ constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
  * fill and partial write are amortised over them) */
 constexpr int kPackMaxQ = 16, kPackMinSplitTiles = 4;
 
-/* Units from a counter (dynamic) from this many key tiles per block on average, static below */
-constexpr int kDynamicFromTiles = 32;
-
 /* FEAT_: the problem has a feature beyond dense or packed rows and a causal mask: a window
  * (window_left, or a window_right other than causal's 0: Args' bounds), a softcap, paged K/V or
  * seqused_k. Its own instantiations (two consumers, BN = 128), so that the plain path's code
@@ -114,9 +111,8 @@ struct Config {
      * time) */
     static constexpr int OFF_O = OFF_V + STAGES * V_BYTES;
     static constexpr int OFF_BAR = OFF_O + O_STAGE_BYTES;
-    /* Q full per Q buffer; K full, V full, K empty, V empty per stage; Q empty per Q buffer;
-     * the unit ring's full, empty and unit number (8 bytes each) per slot */
-    static constexpr int BARS = 2 * Q_BUFS + 4 * STAGES + 3 * 2;
+    /* Q full per Q buffer; K full, V full, K empty, V empty per stage; Q empty per Q buffer */
+    static constexpr int BARS = 2 * Q_BUFS + 4 * STAGES;
     /* + 1024: the dynamic shared memory is aligned up to the swizzle pattern's 1024 bytes */
     static constexpr int SMEM = OFF_BAR + 8 * BARS + 1024;
     /* registers per thread: the producer warpgroup keeps 24 (56 with FEAT: the paged loads'
@@ -153,11 +149,7 @@ struct Args {
     const int32_t *cu_q, *cu_k;
     int64_t o_batch_stride, o_head_stride, o_row_stride; /* elements */
     int batch, heads, group, seqlen_q, seqlen_k, m_blocks;
-    int units; /* persistent: work units (a tile, or a causal pair of tiles); the host keeps
-                * units + 2 grid under 2^31 */
-    /* zeroed before the launch: a block's units after its first are taken from it (atomicAdd),
-     * so that a faster SM takes more; null: block b takes b, b + grid, b + 2 grid, ... */
-    int *unit_counter;
+    long long units; /* persistent: work units (a tile, or a causal pair of tiles) */
     /* which map dimension (1..3) holds the rows, the heads and the batch: 2 bits each */
     uint32_t slots_q, slots_k, slots_v;
     float scale_log2; /* softmax_scale * log2(e); 1 with a softcap (cap_out has it) */
@@ -240,10 +232,6 @@ struct Bars {
     __device__ __forceinline__ uint32_t empty_k(int s) const { return base + 8 * (QB + 2 * S + s); }
     __device__ __forceinline__ uint32_t empty_v(int s) const { return base + 8 * (QB + 3 * S + s); }
     __device__ __forceinline__ uint32_t q_empty(int b) const { return base + 8 * (QB + 4 * S + b); }
-    /* the ring of 2 slots through which the producer hands the consumers their next unit */
-    __device__ __forceinline__ uint32_t unit_full(int j) const { return base + 8 * (2 * QB + 4 * S + j); }
-    __device__ __forceinline__ uint32_t unit_empty(int j) const { return base + 8 * (2 * QB + 4 * S + 2 + j); }
-    __device__ __forceinline__ uint32_t unit_slot(int j) const { return base + 8 * (2 * QB + 4 * S + 4 + j); }
 };
 
 /* Producer: one thread loads Q, then K and V of every visible tile, last tile first, each
@@ -689,22 +677,25 @@ __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, T
  * units stays balanced; the pairs of a head are again adjacent. PACK: one tile per unit, the
  * splits of a (row block, KV head, sequence) fastest. */
 template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
-__device__ __forceinline__ bool unit_tile(const Args &a, int u, int k, Tile &t) {
+__device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Tile &t) {
     const int M = a.m_blocks;
-    int mb, bh;
+    int mb;
+    long long bh;
     t.split = 0;
     if (PACK) {
         if (k) return false;
-        t.split = u % a.nsplit;
+        t.split = (int)(u % a.nsplit);
         u /= a.nsplit;
-        const int heads_k = a.heads / a.group, bk = u / M;
-        return make_tile<D, CAUSAL, NC, FEAT, PACK>(a, M - 1 - u % M, bk % heads_k * a.group, bk / heads_k, t);
+        const int heads_k = a.heads / a.group;
+        const long long bk = u / M;
+        return make_tile<D, CAUSAL, NC, FEAT, PACK>(a, M - 1 - (int)(u % M), (int)(bk % heads_k) * a.group,
+                                                    (int)(bk / heads_k), t);
     }
     if (!CAUSAL) {
         if (k) return false;
-        mb = M - 1 - u % M, bh = u / M;
+        mb = M - 1 - (int)(u % M), bh = u / M;
     } else {
-        const int P = (M + 1) / 2, pi = u % P;
+        const int P = (M + 1) / 2, pi = (int)(u % P);
         if (k && pi == M - 1 - pi) return false;
         mb = k ? pi : M - 1 - pi, bh = u / P;
     }
@@ -737,18 +728,10 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
             mbar_init(bar.empty_k(s), 4 * C::CONSUMERS);
             mbar_init(bar.empty_v(s), 4 * C::CONSUMERS);
         }
-        for (int j = 0; j < 2; ++j) {
-            mbar_init(bar.unit_full(j), 1);
-            mbar_init(bar.unit_empty(j), 4 * C::CONSUMERS);
-        }
         fence_barrier_init();
     }
     __syncthreads();
 
-    /* The block's units: the producer thread takes each (blockIdx.x first, then from the
-     * counter, or every gridDim.x-th), loads its tiles and hands its number to the consumers
-     * through a ring of two slots (-1: no more); its slot's empty barrier is waited before the
-     * slot is written again. The arrival releases and the consumers' wait acquires the slot. */
     if (threadIdx.x < 128) {
         setmaxnreg_dec<C::PRODUCER_REGS>();
         if (threadIdx.x == 0) {
@@ -756,12 +739,7 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
             prefetch_tensormap(&tm_k);
             prefetch_tensormap(&tm_v);
             int kv = 0, qi = 0;
-            int u = blockIdx.x;
-            for (int j = 0;; ++j) {
-                mbar_wait_suspend(bar.unit_empty(j % 2), ((j / 2) & 1) ^ 1, 1000000u);
-                st_shared_b32(bar.unit_slot(j % 2), u < a.units ? u : -1);
-                mbar_arrive(bar.unit_full(j % 2));
-                if (u >= a.units) break;
+            for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
                 for (int k = 0; k < 2; ++k) {
                     Tile t;
                     if (!unit_tile<D, CAUSAL, NC, FEAT, PACK>(a, u, k, t) || t.tiles() == 0) continue;
@@ -769,8 +747,6 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
                                                        smem + C::OFF_V, bar, kv, qi);
                     kv += t.tiles(), ++qi;
                 }
-                u = a.unit_counter ? gridDim.x + atomicAdd(a.unit_counter, 1) : u + gridDim.x;
-            }
         }
     } else {
         setmaxnreg_inc<C::CONSUMER_REGS>();
@@ -780,19 +756,13 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
         const int cw = threadIdx.x / 128 - 1;
         if (cw == C::CONSUMERS - 1) named_bar_arrive(1, 256);
         int kv = 0, qi = 0;
-        for (int j = 0;; ++j) {
-            mbar_wait(bar.unit_full(j % 2), (j / 2) & 1);
-            const int u = (int)ld_shared_b32(bar.unit_slot(j % 2));
-            __syncwarp();
-            if (threadIdx.x % 32 == 0) mbar_arrive(bar.unit_empty(j % 2));
-            if (u < 0) break;
+        for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
             for (int k = 0; k < 2; ++k) {
                 Tile t;
                 if (!unit_tile<D, CAUSAL, NC, FEAT, PACK>(a, u, k, t)) continue;
                 consume<T, D, CAUSAL, NC, FEAT, PACK>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                 if (t.tiles() > 0) kv += t.tiles(), ++qi;
             }
-        }
         if (cw == 0) named_bar_sync(1, 256);
     }
 #endif
@@ -915,38 +885,12 @@ int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CU
     /* one block per SM (or per unit, when fewer), each looping over units */
     Args pa = a;
     const long long M = a.m_blocks;
-    const long long units =
-        PACK ? M * (a.heads / a.group) * a.batch * a.nsplit : (CAUSAL ? (M + 1) / 2 : M) * a.heads * a.batch;
+    pa.units = PACK ? M * (a.heads / a.group) * a.batch * a.nsplit : (CAUSAL ? (M + 1) / 2 : M) * a.heads * a.batch;
     const int sms = sm_count(dev);
     if (sms < 1) return kErr;
-    if (units > INT32_MAX - 2ll * sms) return ATTN_UNSUPPORTED; /* the kernel counts units in int */
-    pa.units = (int)units;
     const dim3 grid((unsigned)(pa.units < sms ? pa.units : sms));
-    /* units handed out by a counter (Args::unit_counter) where a block has at least
-     * kDynamicFromTiles key tiles of work on average, so that zeroing it (a memset on the
-     * stream) is a small part of the time; decode (PACK) splits its keys to one wave instead */
-    pa.unit_counter = nullptr;
-    const long long key_tiles = (a.seqlen_k + C::BN - 1) / C::BN;
-    if (!PACK && pa.units > (int)grid.x && pa.units * key_tiles >= (long long)kDynamicFromTiles * grid.x) {
-        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
-        if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) cudaGetLastError(); /* taken as capturing */
-        void *counter = nullptr;
-        const int rc =
-            stream_scratch_alloc(dev, capturing != cudaStreamCaptureStatusNone, sizeof(int), stream, &counter);
-        if (rc == ATTN_OK) {
-            pa.unit_counter = static_cast<int *>(counter);
-            if (cudaMemsetAsync(counter, 0, sizeof(int), stream) != cudaSuccess) {
-                cudaFreeAsync(counter, stream);
-                return kErr;
-            }
-        } else if (rc != ATTN_UNSUPPORTED) {
-            return rc; /* unsupported: the first call inside a capture, static order then */
-        }
-    }
     kernel<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, pa);
-    const bool launched = cudaGetLastError() == cudaSuccess;
-    if (pa.unit_counter && cudaFreeAsync(pa.unit_counter, stream) != cudaSuccess) return kErr;
-    return launched ? ATTN_OK : kErr;
+    return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
 /* consumer warpgroups of the block for this problem (kD64ThreeFrom) */
