@@ -571,14 +571,16 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         l_r[r] = l;
-        inv_r[r] = l > 0.0f ? 1.0f / l : 0.0f; /* a row that sees no key: zeros */
+        /* l >= 1 where a row saw a key (its maximum's term is 2^0): the SFU's reciprocal and
+         * log2 (no IEEE division's slow path, no libm log2f) */
+        inv_r[r] = l > 0.0f ? rcp_approx(l) : 0.0f; /* a row that sees no key: zeros */
         const int R = q_row + 8 * r;
         if (!written(R) || (PACK && a.nsplit > 1)) continue;
         if (a.lse && lane % 4 == 0) {
             const int h = head_of(R), q = query_of(R);
             const int64_t idx =
                 a.cu_q ? (int64_t)h * total_q + t.q_row0 + q : ((int64_t)t.b * a.heads + h) * a.seqlen_q + q;
-            a.lse[idx] = l > 0.0f ? (row_max[r] + log2f(l)) * 0.69314718055994531f : -INFINITY;
+            a.lse[idx] = l > 0.0f ? (row_max[r] + lg2_approx(l)) * 0.69314718055994531f : -INFINITY;
         }
     }
     /* PACK with splits: this split's partial O (normalised by its own sum, float32) and its LSE
@@ -590,7 +592,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             if (!written(R)) continue;
             const int64_t at =
                 (((int64_t)t.b * a.heads + head_of(R)) * a.seqlen_q + query_of(R)) * a.nsplit + t.split;
-            if (lane % 4 == 0) a.ws_lse[at] = l_r[r] > 0.0f ? row_max[r] + log2f(l_r[r]) : -INFINITY;
+            if (lane % 4 == 0) a.ws_lse[at] = l_r[r] > 0.0f ? row_max[r] + lg2_approx(l_r[r]) : -INFINITY;
             if (l_r[r] > 0.0f) {
                 float *dst = a.ws_o + at * a.dv + 2 * (lane % 4);
 #pragma unroll
@@ -613,6 +615,9 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     {
         const uint32_t buf = sQ + C::OFF_O + (uint32_t)(threadIdx.x / 32 - 4) * 2048u;
         const int row0 = t.q_first + 64 * cw + 16 * warp; /* the warp's first row (block row index) */
+        /* O's rows of one head are o_row_stride apart, dense or packed: one base per warp (PACK's
+         * rows change head and query: o_row per row) */
+        T *const o_row0 = PACK ? nullptr : o_row(row0);
 #pragma unroll
         for (int pnl = 0; pnl < DV / 64; ++pnl) {
 #pragma unroll
@@ -629,7 +634,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
                 const int R = lane / 8 + 4 * it, c = lane % 8, q = row0 + R;
                 const uint4 v = ld_shared_v4(buf + R * 128 + ((c ^ (R & 7)) << 4));
                 if (written(q) && (DV != 128 || 64 * pnl + 8 * c < a.dv))
-                    *reinterpret_cast<uint4 *>(o_row(q) + 64 * pnl + 8 * c) = v;
+                    *reinterpret_cast<uint4 *>((PACK ? o_row(q) : o_row0 + (int64_t)R * a.o_row_stride) + 64 * pnl +
+                                               8 * c) = v;
             }
             __syncwarp();
         }

@@ -249,6 +249,14 @@ __device__ __forceinline__ float rcp_approx(float x) {
     return y;
 }
 
+/* log2 x by the SFU (lg2.approx.ftz: absolute error about 2^-22 for the row sums, which are
+ * at least 1) */
+__device__ __forceinline__ float lg2_approx(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* shared-memory stores / loads by 32-bit shared addresses (the staged epilogue, PACK's Q) */
 __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
