@@ -375,27 +375,16 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
      * 8 i + 2 (l % 4) + j): compares with immediates, no key computed per score */
     auto mask_tile = [&](float(&s)[BN / 2], int n) {
         const int kf = key_first<BN>(a, t, n), c0 = kf + 2 * (lane % 4);
-        /* the plain causal path's diagonal tiles (the common masked tile): no left bound unless
-         * the tile is a moved packed tail */
-        const bool right_only = CAUSAL && !FEAT && kf == n * BN;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int g = query_of(q_row + 8 * r) + t.sk - t.sq;
             const int lo = (wl >= 0 ? max(n * BN, g - wl) : n * BN) - c0;
             const int hi = (wr >= 0 ? min(t.sk - 1, g + wr) : t.sk - 1) - c0;
-            if (right_only) {
 #pragma unroll
-                for (int i = 0; i < BN / 8; ++i)
+            for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
-                    for (int j = 0; j < 2; ++j)
-                        if (8 * i + j > hi) s[4 * i + 2 * r + j] = -INFINITY;
-            } else {
-#pragma unroll
-                for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-                    for (int j = 0; j < 2; ++j)
-                        if (8 * i + j < lo || 8 * i + j > hi) s[4 * i + 2 * r + j] = -INFINITY;
-            }
+                for (int j = 0; j < 2; ++j)
+                    if (8 * i + j < lo || 8 * i + j > hi) s[4 * i + 2 * r + j] = -INFINITY;
         }
     };
     auto row_stats = [&](const float(&s)[BN / 2], int r, float(&corr)[2]) {
