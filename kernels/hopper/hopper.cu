@@ -120,6 +120,11 @@ struct Config {
      * 160 each of three). d256 with FEAT spills 88-156 bytes here (O alone is 128 registers),
      * and still at 232 / 40 or 240 / 24; 192 x 128 with FEAT 4-28 bytes */
     static constexpr int PRODUCER_REGS = FEAT ? 56 : 24;
+    /* the epilogue's 1 / l and log2 l by the SFU and O's rows from one base pointer per warp
+     * (consume): 1-9 % faster with two consumers at S <= 2048, but 2-4 % slower with three (d64,
+     * 160 registers) at S >= 2048, measured side by side (cause not profiled); three keep the
+     * IEEE division, log2f and a 64-bit offset per row */
+    static constexpr bool SFU_EPILOGUE = CONSUMERS == 2;
     static constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : FEAT ? 224 : 240;
     /* live fragments of a consumer thread: O (DV / 2 floats), S (BN / 2 floats), P (BN / 4
      * registers of two dtype values) */
@@ -572,15 +577,16 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         l_r[r] = l;
         /* l >= 1 where a row saw a key (its maximum's term is 2^0): the SFU's reciprocal and
-         * log2 (no IEEE division's slow path, no libm log2f) */
-        inv_r[r] = l > 0.0f ? rcp_approx(l) : 0.0f; /* a row that sees no key: zeros */
+         * log2 are exact enough (Config::SFU_EPILOGUE) */
+        inv_r[r] = l > 0.0f ? (C::SFU_EPILOGUE ? rcp_approx(l) : 1.0f / l) : 0.0f; /* no key seen: zeros */
         const int R = q_row + 8 * r;
         if (!written(R) || (PACK && a.nsplit > 1)) continue;
         if (a.lse && lane % 4 == 0) {
             const int h = head_of(R), q = query_of(R);
             const int64_t idx =
                 a.cu_q ? (int64_t)h * total_q + t.q_row0 + q : ((int64_t)t.b * a.heads + h) * a.seqlen_q + q;
-            a.lse[idx] = l > 0.0f ? (row_max[r] + lg2_approx(l)) * 0.69314718055994531f : -INFINITY;
+            a.lse[idx] =
+                l > 0.0f ? (row_max[r] + (C::SFU_EPILOGUE ? lg2_approx(l) : log2f(l))) * 0.69314718055994531f : -INFINITY;
         }
     }
     /* PACK with splits: this split's partial O (normalised by its own sum, float32) and its LSE
@@ -617,7 +623,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         const int row0 = t.q_first + 64 * cw + 16 * warp; /* the warp's first row (block row index) */
         /* O's rows of one head are o_row_stride apart, dense or packed: one base per warp (PACK's
          * rows change head and query: o_row per row) */
-        T *const o_row0 = PACK ? nullptr : o_row(row0);
+        T *const o_row0 = PACK || !C::SFU_EPILOGUE ? nullptr : o_row(row0);
 #pragma unroll
         for (int pnl = 0; pnl < DV / 64; ++pnl) {
 #pragma unroll
@@ -634,8 +640,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
                 const int R = lane / 8 + 4 * it, c = lane % 8, q = row0 + R;
                 const uint4 v = ld_shared_v4(buf + R * 128 + ((c ^ (R & 7)) << 4));
                 if (written(q) && (DV != 128 || 64 * pnl + 8 * c < a.dv))
-                    *reinterpret_cast<uint4 *>((PACK ? o_row(q) : o_row0 + (int64_t)R * a.o_row_stride) + 64 * pnl +
-                                               8 * c) = v;
+                    *reinterpret_cast<uint4 *>((PACK || !C::SFU_EPILOGUE ? o_row(q) : o_row0 + (int64_t)R * a.o_row_stride) +
+                                               64 * pnl + 8 * c) = v;
             }
             __syncwarp();
         }
