@@ -120,11 +120,6 @@ struct Config {
      * 160 each of three). d256 with FEAT spills 88-156 bytes here (O alone is 128 registers),
      * and still at 232 / 40 or 240 / 24; 192 x 128 with FEAT 4-28 bytes */
     static constexpr int PRODUCER_REGS = FEAT ? 56 : 24;
-    /* the epilogue's 1 / l and log2 l by the SFU and O's rows from one base pointer per warp
-     * (consume): 1-9 % faster with two consumers at S <= 2048, but 2-4 % slower with three (d64,
-     * 160 registers) at S >= 2048, measured side by side (cause not profiled); three keep the
-     * IEEE division, log2f and a 64-bit offset per row */
-    static constexpr bool SFU_EPILOGUE = CONSUMERS == 2;
     static constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : FEAT ? 224 : 240;
     /* live fragments of a consumer thread: O (DV / 2 floats), S (BN / 2 floats), P (BN / 4
      * registers of two dtype values) */
@@ -561,7 +556,12 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     }
 
     /* epilogue: the row sums over the quad, O = acc / l, LSE = ln 2 (max + log2 l); rows of a
-     * moved packed tile before m0 belong to the previous block, rows past the end to none */
+     * moved packed tile before m0 belong to the previous block, rows past the end to none.
+     * SFU: 1 / l and log2 l by the SFU and O's rows from one base pointer per warp, 1-9 % faster
+     * with two consumers at S <= 2048 but 2-4 % slower with three (d64, 160 registers) at
+     * S >= 2048, measured side by side (cause not profiled): three keep the IEEE division,
+     * log2f and a 64-bit offset per row. */
+    constexpr bool SFU = C::CONSUMERS == 2;
     const int64_t total_q = a.cu_q ? (int64_t)a.cu_q[a.batch] : 0;
     auto written = [&](int R) { return R >= t.m0 && R < t.rows; };
     /* O's row of block row R */
@@ -577,8 +577,8 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         l_r[r] = l;
         /* l >= 1 where a row saw a key (its maximum's term is 2^0): the SFU's reciprocal and
-         * log2 are exact enough (Config::SFU_EPILOGUE) */
-        inv_r[r] = l > 0.0f ? (C::SFU_EPILOGUE ? rcp_approx(l) : 1.0f / l) : 0.0f; /* no key seen: zeros */
+         * log2 are exact enough (SFU above) */
+        inv_r[r] = l > 0.0f ? (SFU ? rcp_approx(l) : 1.0f / l) : 0.0f; /* no key seen: zeros */
         const int R = q_row + 8 * r;
         if (!written(R) || (PACK && a.nsplit > 1)) continue;
         if (a.lse && lane % 4 == 0) {
@@ -586,7 +586,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             const int64_t idx =
                 a.cu_q ? (int64_t)h * total_q + t.q_row0 + q : ((int64_t)t.b * a.heads + h) * a.seqlen_q + q;
             a.lse[idx] =
-                l > 0.0f ? (row_max[r] + (C::SFU_EPILOGUE ? lg2_approx(l) : log2f(l))) * 0.69314718055994531f : -INFINITY;
+                l > 0.0f ? (row_max[r] + (SFU ? lg2_approx(l) : log2f(l))) * 0.69314718055994531f : -INFINITY;
         }
     }
     /* PACK with splits: this split's partial O (normalised by its own sum, float32) and its LSE
@@ -623,7 +623,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         const int row0 = t.q_first + 64 * cw + 16 * warp; /* the warp's first row (block row index) */
         /* O's rows of one head are o_row_stride apart, dense or packed: one base per warp (PACK's
          * rows change head and query: o_row per row) */
-        T *const o_row0 = PACK || !C::SFU_EPILOGUE ? nullptr : o_row(row0);
+        T *const o_row0 = PACK || !SFU ? nullptr : o_row(row0);
 #pragma unroll
         for (int pnl = 0; pnl < DV / 64; ++pnl) {
 #pragma unroll
@@ -640,7 +640,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
                 const int R = lane / 8 + 4 * it, c = lane % 8, q = row0 + R;
                 const uint4 v = ld_shared_v4(buf + R * 128 + ((c ^ (R & 7)) << 4));
                 if (written(q) && (DV != 128 || 64 * pnl + 8 * c < a.dv))
-                    *reinterpret_cast<uint4 *>((PACK || !C::SFU_EPILOGUE ? o_row(q) : o_row0 + (int64_t)R * a.o_row_stride) +
+                    *reinterpret_cast<uint4 *>((PACK || !SFU ? o_row(q) : o_row0 + (int64_t)R * a.o_row_stride) +
                                                64 * pnl + 8 * c) = v;
             }
             __syncwarp();
