@@ -18,10 +18,11 @@
  *
  * The two GEMMs of a tile overlap the softmax: S of tile j is issued together with P.V of tile
  * j-1, and the consumer warpgroups take turns to issue (a ping-pong over named barriers), so
- * one's GEMMs run during the others' softmax. The grid is persistent: one block per SM loops
- * over row blocks, causal ones paired heaviest with lightest, and the next Q is loaded under
- * the previous tile's last GEMM and epilogue. O leaves through shared memory in 16-byte
- * stores. NOTES.md measures each of these choices and the versions that led to them (the
+ * one's GEMMs run during the others' softmax, the turns running on from tile to tile. The grid
+ * is persistent: one block per SM loops over row blocks, causal ones paired heaviest with
+ * lightest, and the next Q is loaded while this tile runs (a second Q buffer where shared
+ * memory has room) or under its last GEMM and epilogue. O leaves through shared memory in
+ * 16-byte stores. NOTES.md measures each of these choices and the versions that led to them (the
  * earlier versions' code, and the switches that measured slower, are in git history).
  *
  * Head dims 64, 128 and 256 (64-key tiles), 192 x 128 (Config::DV: V and O 128 columns), and 96
