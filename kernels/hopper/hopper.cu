@@ -118,8 +118,8 @@ struct Config {
     static constexpr int SMEM = OFF_BAR + 8 * BARS + 1024;
     /* registers per thread: the producer warpgroup keeps 24 (56 with FEAT: the paged loads'
      * addressing spilled at 48), the consumers take the rest (240 each of two, 224 with FEAT,
-     * 160 each of three). d256 with FEAT spills 88-156 bytes here (O alone is 128 registers),
-     * and still at 232 / 40 or 240 / 24; 192 x 128 with FEAT 4-28 bytes */
+     * 160 each of three). d256 with FEAT spills 36-44 bytes here and 196-204 with PACK (O alone
+     * is 128 registers), and still at 232 / 40 or 240 / 24; FEAT at d64 / d128 causal 4-12 */
     static constexpr int PRODUCER_REGS = FEAT ? 56 : 24;
     static constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : FEAT ? 224 : 240;
     /* live fragments of a consumer thread: O (DV / 2 floats), S (BN / 2 floats), P (BN / 4
