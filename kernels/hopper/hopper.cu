@@ -102,9 +102,6 @@ struct Config {
     /* Q buffers: two where shared memory has room for a second (then the next tile's Q loads
      * while this one runs, not after its last S GEMM), one at d128 with 176-key tiles, d192 and
      * d256, and with PACK (the consumers load Q) */
-    /* a warpgroup's first tile may be narrow (its first 64 keys alone: consume), with two
-     * consumers, 128-key tiles, a causal mask or FEAT's bounds; the rest keep their code */
-    static constexpr bool NARROW = CONSUMERS == 2 && BN == 128 && !PACK && (CAUSAL_ || FEAT_);
     static constexpr int Q_BUFS =
         !PACK && 2 * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + O_STAGE_BYTES + 8 * (4 + 4 * STAGES) + 1024 <= 227 * 1024
             ? 2
@@ -323,21 +320,13 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
      * (desc_add: make_desc per k-step took ~90 uniform-datapath instructions per d64 tile) */
     const uint64_t desc_q = make_desc(q_base, 16, 1024), desc_k = make_desc(sK, 16, 1024),
                    desc_v = make_desc(sV, C::PANEL_KV, 1024);
-    /* ng: the 8-key groups the GEMMs and the softmax cover, the tile's BN / 8 (FULL) or its
-     * first BN / 16 (NARROW, where C::NARROW: the warpgroup sees none of the tile's last 64
-     * keys; the other elements of s and p are then neither written nor read). Always a
-     * constant where the lambdas are inlined, so the tests on it fold (a generic lambda with
-     * the count as a type crashes cicc 13.0 here). */
-    constexpr int FULL = BN / 8, NARROW = C::NARROW ? BN / 16 : BN / 8;
-    auto issue_qk = [&](float(&s)[BN / 2], int stage, int ng) {
+    auto issue_qk = [&](float(&s)[BN / 2], int stage) {
         const uint64_t dk = desc_add(desc_k, stage * C::K_BYTES);
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             const uint32_t qo = (kk / 4) * C::PANEL_Q + (kk % 4) * 32, ko = (kk / 4) * C::PANEL_KV + (kk % 4) * 32;
             const uint64_t da = desc_add(desc_q, qo), db = desc_add(dk, ko);
-            if (BN == 128 && ng == 8) /* the n64 accumulator is the n128's first 32 elements */
-                Wgmma<T>::ss_n64(*reinterpret_cast<float(*)[32]>(&s[0]), da, db, kk);
-            else if constexpr (BN == 128)
+            if constexpr (BN == 128)
                 Wgmma<T>::ss_n128(s, da, db, kk);
             else if constexpr (BN == 64)
                 Wgmma<T>::ss_n64(s, da, db, kk);
@@ -347,11 +336,10 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     };
     /* O += P.V of stage s: BN / 16 k-steps of 16 keys = 16 rows of 128 bytes; V is MN-major
      * (d contiguous): the leading offset steps to the next 64-column panel */
-    auto issue_pv = [&](const uint32_t(&p)[BN / 16][4], int stage, int ng) {
+    auto issue_pv = [&](const uint32_t(&p)[BN / 16][4], int stage) {
         const uint64_t dv = desc_add(desc_v, stage * C::V_BYTES);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
-            if (kk >= ng / 2) continue;
             const uint64_t db = desc_add(dv, kk * 16 * 128);
             if constexpr (DV == 256) { /* two n128 halves: O's columns 0-127 (panels 0, 1), 128-255 (2, 3) */
                 Wgmma<T>::rs_n128(*reinterpret_cast<float(*)[64]>(&o[0]), p[kk], db);
@@ -386,7 +374,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
      * -inf and subtracts 0 (not -inf: no inf - inf). */
     /* Both bounds as column offsets of this thread's first column (8 i + j is column
      * 8 i + 2 (l % 4) + j): compares with immediates, no key computed per score */
-    auto mask_tile = [&](float(&s)[BN / 2], int n, int ng) {
+    auto mask_tile = [&](float(&s)[BN / 2], int n) {
         const int kf = key_first<BN>(a, t, n), c0 = kf + 2 * (lane % 4);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -397,16 +385,16 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
                 for (int j = 0; j < 2; ++j)
-                    if (i < ng && (8 * i + j < lo || 8 * i + j > hi)) s[4 * i + 2 * r + j] = -INFINITY;
+                    if (8 * i + j < lo || 8 * i + j > hi) s[4 * i + 2 * r + j] = -INFINITY;
         }
     };
-    auto row_stats = [&](const float(&s)[BN / 2], int r, float(&corr)[2], int ng) {
-        /* ng pair maxima, halved per level (an odd count carries its middle one to the next
-         * level): ceil(log2(ng)) dependent steps instead of ng */
+    auto row_stats = [&](const float(&s)[BN / 2], int r, float(&corr)[2]) {
+        /* BN / 8 pair maxima, halved per level (an odd count carries its middle one to the next
+         * level): ceil(log2(BN / 8)) dependent steps instead of BN / 8 */
         float m[BN / 8];
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i) m[i] = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
-        float mx = ng == FULL ? max_tree<FULL>(m) : max_tree<NARROW>(m);
+        float mx = max_tree<BN / 8>(m);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(row_max[r], mx * a.scale_log2);
@@ -415,13 +403,12 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         row_max[r] = m_new;
         return m_use;
     };
-    auto row_exp = [&](float(&s)[BN / 2], int r, float m_use, const float(&corr)[2], int ng) {
+    auto row_exp = [&](float(&s)[BN / 2], int r, float m_use, const float(&corr)[2]) {
         float sum = 0.0f;
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-                if (i >= ng) continue;
                 float &x = s[4 * i + 2 * r + j];
                 const float e = fmaf(x, a.scale_log2, -m_use);
                 x = exp2_approx(e);
@@ -429,18 +416,17 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             }
         row_sum[r] = row_sum[r] * corr[r] + sum;
     };
-    auto softmax = [&](float(&s)[BN / 2], int n, bool masked, float(&corr)[2], int ng) {
+    auto softmax = [&](float(&s)[BN / 2], int n, bool masked, float(&corr)[2]) {
         /* the softcap before the mask (tanh(-inf) would unmask); 2^(s cap_in) overflows to inf
          * for large s, whose 1 / (inf + 1) is 0: s becomes cap_out */
         if (FEAT && a.cap_out != 0.0f) {
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i)
-                if (i < 4 * ng)
-                    s[i] = fmaf(-2.0f * a.cap_out, rcp_approx(exp2_approx(s[i] * a.cap_in) + 1.0f), a.cap_out);
+                s[i] = fmaf(-2.0f * a.cap_out, rcp_approx(exp2_approx(s[i] * a.cap_in) + 1.0f), a.cap_out);
         }
-        if (masked) mask_tile(s, n, ng);
+        if (masked) mask_tile(s, n);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) row_exp(s, r, row_stats(s, r, corr, ng), corr, ng);
+        for (int r = 0; r < 2; ++r) row_exp(s, r, row_stats(s, r, corr), corr);
     };
     auto rescale_o = [&](const float(&corr)[2]) {
 #pragma unroll
@@ -453,12 +439,11 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
     };
     /* P in the dtype as wgmma's A fragments: k-step kk (keys 16 kk ..) is accumulator groups 2 kk
      * and 2 kk + 1: {row, k 2(l%4)}, {row + 8, same}, {row, k + 8}, {row + 8, k + 8} */
-    auto pack_p = [&](uint32_t(&p)[BN / 16][4], const float(&s)[BN / 2], int ng) {
+    auto pack_p = [&](uint32_t(&p)[BN / 16][4], const float(&s)[BN / 2]) {
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
-            for (int x = 0; x < 4; ++x)
-                if (kk < ng / 2) p[kk][x] = Pack<T>::run(s[8 * kk + 2 * x], s[8 * kk + 2 * x + 1]);
+            for (int x = 0; x < 4; ++x) p[kk][x] = Pack<T>::run(s[8 * kk + 2 * x], s[8 * kk + 2 * x + 1]);
     };
 
     /* PACK: this warpgroup's 64 rows of Q, 16 bytes per thread and step, into the 128-byte
@@ -519,47 +504,32 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
                 if (it > 0) release(bar.empty_v(stage(it - 1)));
             }
         } else {
-        /* the first (last-key) tile, narrow when the warpgroup's last row sees none of its last
-         * 64 keys (warpgroup 0 on a causal diagonal: a quarter of the tile's GEMM work saved);
-         * with two consumers a later tile never is (each warpgroup's right bound is within 64
-         * keys of the block's), so its P.V is the only other narrow GEMM */
-        const int g_wg = min(t.q_first + 64 * cw + 63, t.rows - 1) + t.sk - t.sq; /* its last row's diagonal */
-        const bool narrow0 =
-            C::NARROW && (wr >= 0 ? min(t.sk - 1, g_wg + wr) : t.sk - 1) - key_first<BN>(a, t, t.n_max - 1) < 64;
-        auto first_tile = [&](int ng) {
-            mbar_wait(bar.full_k(stage(0)), phase(0));
-            take_turn();
-            wgmma_fence();
-            issue_qk(s, stage(0), ng);
-            wgmma_commit();
-            pass_turn();
-            wgmma_wait<0>();
-            pin(s);
-            release(bar.empty_k(stage(0)));
-            softmax(s, t.n_max - 1, needs_mask(t.n_max - 1), corr, ng); /* O is 0: no rescale */
-#pragma unroll
-            for (int i = 4 * ng; i < BN / 2; ++i) s[i] = 0.0f; /* P of the keys a narrow tile left out */
-            pack_p(p, s, FULL);
-        };
-        if (narrow0)
-            first_tile(NARROW);
-        else
-            first_tile(FULL);
+        mbar_wait(bar.full_k(stage(0)), phase(0));
+        take_turn();
+        wgmma_fence();
+        issue_qk(s, stage(0));
+        wgmma_commit();
+        pass_turn();
+        wgmma_wait<0>();
+        pin(s);
+        release(bar.empty_k(stage(0)));
+        softmax(s, t.n_max - 1, needs_mask(t.n_max - 1), corr); /* O is 0: no rescale */
+        pack_p(p, s);
         for (int it = 1; it < t.tiles(); ++it) {
             const int n = t.n_max - 1 - it, st = stage(it), prev = stage(it - 1);
             mbar_wait(bar.full_k(st), phase(it));
             mbar_wait(bar.full_v(prev), phase(it - 1));
             take_turn();
             wgmma_fence();
-            issue_qk(s, st, FULL);
+            issue_qk(s, st);
             wgmma_commit();
-            issue_pv(p, prev, FULL);
+            issue_pv(p, prev);
             wgmma_commit();
             pass_turn();
             wgmma_wait<1>(); /* S done; P.V may still run */
             pin(s);
             release(bar.empty_k(st));
-            softmax(s, n, needs_mask(n), corr, FULL);
+            softmax(s, n, needs_mask(n), corr);
             /* the softmax done before the wait for P.V, pinned (nvcc); ptxas still puts the
              * wgmma wait at the top of its basic block, above every exp2 of the tile, so no
              * softmax runs under P.V (a block boundary that prevents it measured no faster:
@@ -569,7 +539,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
             pin(o);
             release(bar.empty_v(prev));
             rescale_o(corr);
-            pack_p(p, s, FULL);
+            pack_p(p, s);
         }
         /* every S GEMM of the tile is done: the producer may load the next tile's Q */
         if constexpr (!PACK) release(bar.q_empty(qb));
@@ -577,7 +547,7 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
         mbar_wait(bar.full_v(last), phase(t.tiles() - 1));
         take_turn();
         wgmma_fence();
-        issue_pv(p, last, FULL);
+        issue_pv(p, last);
         wgmma_commit();
         pass_turn();
         wgmma_wait<0>();
