@@ -2,6 +2,7 @@
 """Sets a kernel's benchmark minimums in a GPU's thresholds file from measured runs.
 
     scripts/set_thresholds.py RUN... --kernel simple [--margin 0.85] [--only REGEX] [--thresholds-dir thresholds]
+    scripts/set_thresholds.py RUN... --kernel simple --margins thresholds/margins.txt
 
 Each RUN is a results file (results/<gpu>/benchmarks/<date>-<commit>.json) or a folder of one run's
 per-test fragments (an interrupted run's). For every benchmark of that kernel it writes one
@@ -25,6 +26,12 @@ only the benchmarks whose test name matches REGEX are (re)written, and the kerne
 sections stay as they were (after a change that only touches some shapes, such as a kernel's
 short-sequence path); an earlier comment of the kernel's that no longer precedes any of its
 sections goes, and the other kernels' comments stay with their sections.
+
+--margins FILE takes the margins from FILE (thresholds/margins.txt: what each kernel's
+sections are made with, on every GPU) instead of --margin and --only: its lines for the
+kernel (else its '*' line), in order, each one pass of the above, a line without a regex
+writing every section the runs measured and a line with one only the tests it matches
+(a line whose tests the runs did not measure is skipped, said on stdout).
 """
 import argparse
 import datetime
@@ -169,41 +176,30 @@ def source_notes(runs):
         if rel.startswith("..") or store.parse_name(rel) is None:
             notes.append(f"{run} is not in results/<gpu>/<kind>/: commit it there (compact) so that "
                          "results/INDEX.md names the run these minimums came from")
-        elif os.path.isfile(run) and not store.is_compact(open(run).read()):
+        elif os.path.isfile(run) and not store.is_compact(store.read_text(run)):
             notes.append(f"{run} is not compact: scripts/results.py compact {run} before committing it")
     return notes
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("runs", nargs="+")
-    ap.add_argument("--kernel", required=True)
-    ap.add_argument("--margin", type=float, default=0.85)
-    ap.add_argument("--only", help="regular expression: rewrite only these tests' sections, keep the kernel's others")
-    ap.add_argument("--thresholds-dir", default=os.path.join(ROOT, "thresholds"))
-    a = ap.parse_args()
-    if not 0 < a.margin < 1:
-        print("set_thresholds: --margin must be in (0, 1)", file=sys.stderr)
-        sys.exit(BAD_INPUT)
-    if not re.fullmatch(r"[^\s\[\];#=]{1,%d}" % MAX_KERNEL, a.kernel):
-        print(f"set_thresholds: --kernel '{a.kernel}': expected 1 to {MAX_KERNEL} characters, no space, "
-              "'[', ']', ';', '#' or '='", file=sys.stderr)
-        sys.exit(BAD_INPUT)
+def write_sections(run_paths, kernel, margin, only, thresholds_dir):
+    """Writes the kernel's sections from the runs (those of the tests matching `only`, when
+    given) with this margin: (sections written, the thresholds file), (0, None) when the runs
+    measured none of them."""
     runs, meta, source = [], None, {}
-    for r in a.runs:
+    for r in run_paths:
         if os.path.isdir(r):
             tests = [load_fragment(os.path.join(r, f), PROG, **NEEDED) for f in sorted(os.listdir(r))
                      if f.endswith(".json")]
         else:
             doc = load_results(r, PROG, run=["gpu.name"], **NEEDED)
             tests, meta = doc["tests"], meta or doc["run"]
-        runs.append({t["test"]: t for t in tests if t["kernel"] == a.kernel and "baselines" in t
-                     and (not a.only or re.search(a.only, t["test"]))})
+        runs.append({t["test"]: t for t in tests if t["kernel"] == kernel and "baselines" in t
+                     and (not only or re.search(only, t["test"]))})
         source[id(runs[-1])] = r
     if meta is None:
         sys.exit("set_thresholds: give at least one results file (for the GPU's name)")
     gpu = meta["gpu"]["name"]
-    path = os.path.join(a.thresholds_dir, slug(gpu) + ".ini")
+    path = os.path.join(thresholds_dir, slug(gpu) + ".ini")
     if not os.path.exists(path):
         sys.exit(f"set_thresholds: {path} does not exist: run attn_calibrate --write on this GPU first")
     def figures(t):
@@ -231,7 +227,7 @@ def main():
         # decode's classes also name the query count (q1 and q16 against the same cache differ)
         q = f" q{t['seqlen_q']}" if workload(t) == "decode" else ""
         pass_word = "" if test_pass(t) == "fwd" else f" {test_pass(t)}"
-        header = (f"{a.kernel}{pass_word} {t['dtype']} d{t['head_dim']} {workload(t)} "
+        header = (f"{kernel}{pass_word} {t['dtype']} d{t['head_dim']} {workload(t)} "
                   f"{class_seqlen(t)}-{class_seqlen(t)}{q}")
         if len(header) > MAX_SECTION:
             fail(PROG, path, f"section [{header}] for {name}: {len(header)} characters, the loader (inih) "
@@ -241,30 +237,105 @@ def main():
             vals = [f[key] for f in seen if key in f]
             if len(vals) == len(seen):  # cuDNN's minimum only where it ran every time
                 lo, hi = min(vals), max(vals)
-                text = f"{a.margin * lo * lo / hi:.4g}"
+                text = f"{margin * lo * lo / hi:.4g}"
                 if not float(text) > 0:  # underflow: the loader rejects 0
                     fail(PROG, path, f"[{header}] {key}: the minimum {text} from {lo:g} and {hi:g} is not > 0")
                 lines.append(f"{key} = {text}")
         sections.append("\n".join(lines))
     if not sections:
-        sys.exit(f"set_thresholds: no measured benchmark of kernel '{a.kernel}' in {' '.join(a.runs)}")
+        return 0, None
     # keep everything but this kernel's sections of the passes measured (and the comment lines
     # this script wrote on them); with --only, everything but the sections rewritten now
     passes = [p for p in PASSES if any(test_pass(t) == p for r in runs for t in r.values())]
     rewritten = {sec.splitlines()[0].strip() for sec in sections}
-    mine = (f"; {a.kernel}: generated by set_thresholds.py" + (f" for passes {','.join(passes)}" if passes != ["fwd"] else "")
-            + (f" (tests matching '{a.only}')" if a.only else ""))
+    mine = (f"; {kernel}: generated by set_thresholds.py" + (f" for passes {','.join(passes)}" if passes != ["fwd"] else "")
+            + (f" (tests matching '{only}')" if only else ""))
     with open(path) as f:
-        kept = keep_lines(f.readlines(), a.kernel, a.only, rewritten, passes, mine)
-    header = (mine + f" from {', '.join(os.path.basename(r.rstrip('/')) for r in a.runs)} "
-              f"on {datetime.date.today()}, margin {a.margin}")
+        kept = keep_lines(f.readlines(), kernel, only, rewritten, passes, mine)
+    header = (mine + f" from {', '.join(os.path.basename(r.rstrip('/')) for r in run_paths)} "
+              f"on {datetime.date.today()}, margin {margin}")
     # inih reads lines of at most 200 characters: wrapped at 100 (a longer --only pattern is split)
     header = "\n".join(textwrap.wrap(header, 100, subsequent_indent=";   ", break_on_hyphens=False)) + "\n"
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write("".join(kept) + "\n\n" + header + "\n\n".join(sections) + "\n")
     os.replace(tmp, path)
-    print(f"set_thresholds: {len(sections)} sections for {a.kernel} in {path}")
+    return len(sections), path
+
+
+MARGINS_LINE = re.compile(r"(\S+)\s+(\S+)(?:\s+(\S+))?")
+
+
+def read_margins(path, kernel):
+    """The (margin, tests regex or None, "FILE:LINE") of a margins file's lines for the kernel,
+    else of its '*' line; a line that is not '<kernel or *> <margin in (0, 1)> [<regex>]'
+    stops the script with the file and line."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        fail(PROG, path, f"cannot read: {e.strerror or e}")
+    mine, star = [], []
+    for no, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{path}:{no}"
+        m = MARGINS_LINE.fullmatch(line)
+        if not m:
+            fail(PROG, where, f"'{line}': expected '<kernel or *> <margin> [<tests regex>]'")
+        name, margin, regex = m.groups()
+        try:
+            value = float(margin)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value < 1:
+            fail(PROG, where, f"margin '{margin}': expected a number in (0, 1)")
+        if regex is not None:
+            try:
+                re.compile(regex)
+            except re.error as e:
+                fail(PROG, where, f"tests regex '{regex}': {e}")
+        (mine if name == kernel else star if name == "*" else []).append((value, regex, where))
+    if not mine and not star:
+        fail(PROG, path, f"no line for kernel '{kernel}' and no '*' line")
+    return mine or star
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--margin", type=float, help="default 0.85")
+    ap.add_argument("--only", help="regular expression: rewrite only these tests' sections, keep the kernel's others")
+    ap.add_argument("--margins", help="FILE (thresholds/margins.txt): the kernel's margins and tests from it, "
+                    "instead of --margin and --only")
+    ap.add_argument("--thresholds-dir", default=os.path.join(ROOT, "thresholds"))
+    a = ap.parse_args()
+    if a.margins is not None and (a.margin is not None or a.only is not None):
+        print("set_thresholds: --margins takes the place of --margin and --only: give one or the others",
+              file=sys.stderr)
+        sys.exit(BAD_INPUT)
+    if a.margin is None:
+        a.margin = 0.85
+    if not 0 < a.margin < 1:
+        print("set_thresholds: --margin must be in (0, 1)", file=sys.stderr)
+        sys.exit(BAD_INPUT)
+    if not re.fullmatch(r"[^\s\[\];#=]{1,%d}" % MAX_KERNEL, a.kernel):
+        print(f"set_thresholds: --kernel '{a.kernel}': expected 1 to {MAX_KERNEL} characters, no space, "
+              "'[', ']', ';', '#' or '='", file=sys.stderr)
+        sys.exit(BAD_INPUT)
+    todo = [(a.margin, a.only, None)] if a.margins is None else read_margins(a.margins, a.kernel)
+    written = 0
+    for margin, only, where in todo:
+        n, path = write_sections(a.runs, a.kernel, margin, only, a.thresholds_dir)
+        if n:
+            print(f"set_thresholds: {n} sections for {a.kernel} in {path}" + (f" ({where})" if where else ""))
+        elif where:
+            print(f"set_thresholds: {where}: no measured benchmark of kernel '{a.kernel}' matches: skipped")
+        written += n
+    if not written:
+        sys.exit(f"set_thresholds: no measured benchmark of kernel '{a.kernel}' in {' '.join(a.runs)}")
     for note in source_notes(a.runs):
         print(f"set_thresholds: note: {note}")
 
