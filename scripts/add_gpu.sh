@@ -26,7 +26,7 @@ if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   exit 0
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build-gpu kernels="" tune=1 cmake_args=() ctest_args=()
+build=$root/build-gpu kernels="" tune=1 tuned="" cmake_args=() ctest_args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --build|--kernels|--cmake)
@@ -67,6 +67,7 @@ if [ $tune = 1 ] && benched flash2 && [ ! -f "$root/thresholds/$slug.tuned.txt" 
   echo "== flash2's tuned configurations (tune/flash2 in $build-tune; --no-tune skips it)"
   attn_configure_build "$build-tune" "${cmake_args[@]}" -DATTN_TUNE_SPACE=ON || exit 1
   ctest --test-dir "$build-tune" -R '^tune/flash2$' --output-on-failure || { echo "add_gpu: tuning failed" >&2; exit 1; }
+  tuned="thresholds/$slug.tuned.txt results/$slug/tune/ "
   echo "== configure $build again (it reads $slug.tuned.txt)"
   attn_configure_build "$build" "${cmake_args[@]}" || exit 1
 fi
@@ -104,4 +105,4 @@ py results compact --gzip "$run" || exit 1
 [ -f "$run.gz" ] && run=$run.gz
 py results index >/dev/null || exit 1
 echo "add_gpu: done for $measured. Commit:"
-echo "  git add ${ini#$root/} $( [ -f "$root/thresholds/$slug.tuned.txt" ] && echo "thresholds/$slug.tuned.txt ")${run#$root/} results/INDEX.md"
+echo "  git add ${ini#$root/} $tuned${run#$root/} results/INDEX.md"
