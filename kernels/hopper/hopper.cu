@@ -68,6 +68,10 @@ using namespace hopper_ptx;
  * 16384) checks on both sides. */
 constexpr int kD64ThreeFrom = 512, kD64ThreeFromCausal = 4096;
 
+/* d128 without a mask: 176-key tiles (Config::BN) from seqlen_k = kD128WideFrom, 128 below
+ * (NOTES.md, change 7: +6.6 / 2.4 % at S = 512 / 2k; 128-key tiles lost 2.2 % at 16k). */
+constexpr int kD128WideFrom = 8192;
+
 constexpr int kErr = 2; /* ATTN_OK / ATTN_UNSUPPORTED / anything else: error */
 
 /* PACK (decode): seqlen_q at most kPackMaxQ, as flash2's decode path; a split of a (sequence,
@@ -82,7 +86,7 @@ constexpr int kPackMaxQ = 16, kPackMinSplitTiles = 4;
  * query rows of every query head of one KV head, row R = query R / group of head
  * kv_head group + R % group (K and V read once per KV head), the consumers load Q themselves,
  * and a (sequence, KV head)'s keys may be split over several blocks (split_kv.h). */
-template <int D_, bool CAUSAL_, int CONSUMERS_, bool FEAT_ = false, bool PACK_ = false>
+template <int D_, bool CAUSAL_, int CONSUMERS_, bool FEAT_ = false, bool PACK_ = false, int BN_ = 0>
 struct Config {
     static constexpr int D = D_;
     static constexpr int DV = D == 192 ? 128 : D; /* V's and O's columns: 192 x 128 (DeepSeek's MLA prefill) */
@@ -90,8 +94,9 @@ struct Config {
     static constexpr int CONSUMERS = CONSUMERS_; /* warpgroups of 64 query rows: 2, or 3 at d64 */
     static constexpr int BM = 64 * CONSUMERS; /* query rows per block (tile) */
     /* keys per KV tile: FlashAttention-3's 176 at d128 without a mask (a causal block's
-     * diagonal wastes more of a wide tile; 192 at d64 measured 0-17 % slower than 128) */
-    static constexpr int BN = D == 256 ? 64 : D == 128 && !CAUSAL_ && !FEAT_ ? 176 : 128;
+     * diagonal wastes more of a wide tile; 192 at d64 measured 0-17 % slower than 128), but
+     * 128 (BN_) for short keys (kD128WideFrom) */
+    static constexpr int BN = BN_ ? BN_ : D == 256 ? 64 : D == 128 && !CAUSAL_ && !FEAT_ ? 176 : 128;
     static constexpr int THREADS = 128 * (1 + CONSUMERS);
     static constexpr int STAGES = D == 64 ? 3 : 2; /* the K/V ring (shared memory: SMEM below) */
     /* A tile is D / 64 panels of [rows][64] elements: one TMA box (128-byte rows, the widest
@@ -129,6 +134,8 @@ struct Config {
     static_assert(D == 64 || D == 128 || D == 192 || D == 256, "head dims 64, 128, 192 (x 128) and 256");
     static_assert(CONSUMERS == 2 || (CONSUMERS == 3 && D == 64 && !FEAT), "three consumers at d64 only, plain");
     static_assert(BN == 64 || BN == 128 || BN == 176, "the S GEMM shapes ptx.cuh has: n64, n128, n176");
+    static_assert(BN_ == 0 || (BN_ == 128 && D == 128 && !CAUSAL_ && !FEAT_ && !PACK_),
+                  "BN_: 128-key tiles for d128 without a mask only");
     static_assert(SMEM <= 227 * 1024, "sm_90 allows 227 KB of shared memory per block");
     static_assert(OFF_K % 1024 == 0 && K_BYTES % 1024 == 0 && V_BYTES % 1024 == 0 && PANEL_Q % 1024 == 0 &&
                       PANEL_KV % 1024 == 0,
@@ -239,11 +246,11 @@ struct Bars {
  * into the next stage of the ring once the consumers have released it. kv0: KV tiles this
  * block loaded before (the ring's position); qi: Q tiles loaded before (persistent: the Q
  * buffer is reloaded once the consumers have released it). */
-template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
+template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX>
 __device__ __forceinline__ void produce(const CUtensorMap *tm_q, const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                         const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK>> &bar, int kv0, int qi) {
-    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
+                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK, BNX>> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL, NC, FEAT, PACK, BNX>;
     /* the producer waits suspended, not spinning (its spin loop was ~10 % of the instructions
      * issued at d64): woken when the phase completes, 1 ms at most per try */
     auto wait = [](uint32_t b, uint32_t parity) { mbar_wait_suspend(b, parity, 1000000u); };
@@ -292,10 +299,10 @@ __device__ __forceinline__ int next_turn_of(int cw) {
  * Thread t of the warpgroup (warp w, lane l) holds rows 16 w + l / 4 and that + 8 of them, in
  * every accumulator fragment: element 4 i + 2 r + j is (row 16 w + l / 4 + 8 r, column
  * 8 i + 2 (l % 4) + j). */
-template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX>
 __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK>> &bar, int kv0, int qi) {
-    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
+                                        const Bars<Config<D, CAUSAL, NC, FEAT, PACK, BNX>> &bar, int kv0, int qi) {
+    using C = Config<D, CAUSAL, NC, FEAT, PACK, BNX>;
     constexpr int BN = C::BN, STAGES = C::STAGES;
     const int cw = threadIdx.x / 128 - 1;
     auto next_turn = [](int w) { return next_turn_of<C::CONSUMERS>(w); };
@@ -651,9 +658,9 @@ __device__ __forceinline__ void consume(const Args &a, const Tile &t, uint32_t s
 
 /* The tile of row block mb (rows mb BM ..) of query head h, sequence b; false when the
  * block starts past its (packed) sequence's end: nothing to do. */
-template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
+template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX>
 __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, Tile &t) {
-    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
+    using C = Config<D, CAUSAL, NC, FEAT, PACK, BNX>;
     t.h = h, t.b = b, t.hk = h / a.group;
     t.sq = a.seqlen_q, t.sk = a.seqlen_k, t.q_row0 = 0, t.k_row0 = 0, t.q_batch = b, t.k_batch = b;
     if (a.cu_q) t.q_row0 = a.cu_q[b], t.sq = a.cu_q[b + 1] - t.q_row0, t.q_batch = 0;
@@ -689,7 +696,7 @@ __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, T
  * about M + 1 KV tiles (the middle block of an odd M alone) and the static round-robin over
  * units stays balanced; the pairs of a head are again adjacent. PACK: one tile per unit, the
  * splits of a (row block, KV head, sequence) fastest. */
-template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
+template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX>
 __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Tile &t) {
     const int M = a.m_blocks;
     int mb;
@@ -701,7 +708,7 @@ __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Til
         u /= a.nsplit;
         const int heads_k = a.heads / a.group;
         const long long bk = u / M;
-        return make_tile<D, CAUSAL, NC, FEAT, PACK>(a, M - 1 - (int)(u % M), (int)(bk % heads_k) * a.group,
+        return make_tile<D, CAUSAL, NC, FEAT, PACK, BNX>(a, M - 1 - (int)(u % M), (int)(bk % heads_k) * a.group,
                                                     (int)(bk / heads_k), t);
     }
     if (!CAUSAL) {
@@ -712,17 +719,17 @@ __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Til
         if (k && pi == M - 1 - pi) return false;
         mb = k ? pi : M - 1 - pi, bh = u / P;
     }
-    return make_tile<D, CAUSAL, NC, FEAT, PACK>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
+    return make_tile<D, CAUSAL, NC, FEAT, PACK, BNX>(a, mb, (int)(bh % a.heads), (int)(bh / a.heads), t);
 }
 
 #endif /* sm_90a */
 
-template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
-__global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX>
+__global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK, BNX>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const Args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
+    using C = Config<D, CAUSAL, NC, FEAT, PACK, BNX>;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const Bars<C> bar{smem + C::OFF_BAR};
@@ -755,8 +762,8 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
             for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
                 for (int k = 0; k < 2; ++k) {
                     Tile t;
-                    if (!unit_tile<D, CAUSAL, NC, FEAT, PACK>(a, u, k, t) || t.tiles() == 0) continue;
-                    produce<D, CAUSAL, NC, FEAT, PACK>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K,
+                    if (!unit_tile<D, CAUSAL, NC, FEAT, PACK, BNX>(a, u, k, t) || t.tiles() == 0) continue;
+                    produce<D, CAUSAL, NC, FEAT, PACK, BNX>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K,
                                                        smem + C::OFF_V, bar, kv, qi);
                     kv += t.tiles(), ++qi;
                 }
@@ -772,8 +779,8 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK>::THREADS, 1)
         for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
             for (int k = 0; k < 2; ++k) {
                 Tile t;
-                if (!unit_tile<D, CAUSAL, NC, FEAT, PACK>(a, u, k, t)) continue;
-                consume<T, D, CAUSAL, NC, FEAT, PACK>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
+                if (!unit_tile<D, CAUSAL, NC, FEAT, PACK, BNX>(a, u, k, t)) continue;
+                consume<T, D, CAUSAL, NC, FEAT, PACK, BNX>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                 if (t.tiles() > 0) kv += t.tiles(), ++qi;
             }
         if (cw == 0) named_bar_sync(1, 256);
@@ -877,11 +884,11 @@ int sm_count(int dev) {
     return n;
 }
 
-template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK>
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX = 0>
 int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
            cudaStream_t stream) {
-    using C = Config<D, CAUSAL, NC, FEAT, PACK>;
-    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC, FEAT, PACK>;
+    using C = Config<D, CAUSAL, NC, FEAT, PACK, BNX>;
+    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC, FEAT, PACK, BNX>;
     /* once per instantiation and device: the kernel must have sm_90a code (a build without it
      * has an empty body), and its shared-memory limit is raised (a property of the function in
      * that device's context) */
@@ -924,12 +931,15 @@ int dispatch(const Args &a, bool causal, int nc, bool feat, bool pack, const CUt
         if (nc == 3 && !causal) return launch<T, D, false, 3, false, false>(a, mq, mk, mv, dev, stream);
         if (nc == 3) return launch<T, D, true, 3, false, false>(a, mq, mk, mv, dev, stream);
     }
+    if constexpr (D == 128)
+        if (!causal && a.seqlen_k < kD128WideFrom) return launch<T, D, false, 2, false, false, 128>(a, mq, mk, mv, dev, stream);
     return causal ? launch<T, D, true, 2, false, false>(a, mq, mk, mv, dev, stream)
                   : launch<T, D, false, 2, false, false>(a, mq, mk, mv, dev, stream);
 }
 
 /* the kernel's BN (the same for two and three consumers) */
-int block_n(int d, bool causal, bool feat) {
+int block_n(int d, bool causal, bool feat, int seqlen_k) {
+    if (d == 128 && !causal && !feat && seqlen_k < kD128WideFrom) return Config<128, false, 2, false, false, 128>::BN;
     if (d == 256) return Config<256, false, 2>::BN; /* every instantiation's */
     if (d == 192) return Config<192, false, 2>::BN;
     if (feat) return d == 64 ? Config<64, false, 2, true>::BN : Config<128, false, 2, true>::BN;
@@ -1014,7 +1024,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     memset(&mq, 0, sizeof mq); /* PACK: not encoded (the consumers load Q) */
     const int nc = feat ? 2 : consumers(dk, causal, p->seqlen_q);
     const uint32_t bm = 64 * nc; /* Q's box rows: the block's (Config::BM) */
-    const int bn = block_n(dk, causal, feat);
+    const int bn = block_n(dk, causal, feat, p->seqlen_k);
     int chunk = bn; /* K's and V's box rows */
     if (paged)
         while (p->page_size % chunk != 0) chunk /= 2; /* bn is a power of 2 with FEAT and at d256 */
