@@ -694,13 +694,17 @@ __device__ __forceinline__ bool make_tile(const Args &a, int mb, int h, int b, T
  * that the blocks running together share a head's K and V in L2. Causal: unit = the pair of
  * row blocks (M - 1 - p, p) of one (head, sequence), heaviest first, so that every unit costs
  * about M + 1 KV tiles (the middle block of an odd M alone) and the static round-robin over
- * units stays balanced; the pairs of a head are again adjacent. PACK: one tile per unit, the
- * splits of a (row block, KV head, sequence) fastest. */
-template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX>
+ * units stays balanced; the pairs of a head are again adjacent. VARLEN (plain varlen problems):
+ * the heads fastest, then the row blocks (pairs), then the sequences. A short sequence's row
+ * blocks past its end cost nothing, and with the row blocks fastest a block's units all had one
+ * row block index when their count divided the grid (12 pairs, 132 SMs): in a model of the
+ * varlen benchmark's mixes the SMs idled 9-19 % of the time at the end, 4-6 % with the heads
+ * fastest. Its own instantiation: the same code as a runtime choice made the dense kernels 3 %
+ * slower at S = 512 and FEAT spill. PACK: one tile per unit, the splits of a (row block, KV
+ * head, sequence) fastest. */
+template <int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX, bool VARLEN>
 __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Tile &t) {
     const int M = a.m_blocks;
-    int mb;
-    long long bh;
     t.split = 0;
     if (PACK) {
         if (k) return false;
@@ -711,6 +715,14 @@ __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Til
         return make_tile<D, CAUSAL, NC, FEAT, PACK, BNX>(a, M - 1 - (int)(u % M), (int)(bk % heads_k) * a.group,
                                                     (int)(bk / heads_k), t);
     }
+    if constexpr (VARLEN) {
+        const int P = CAUSAL ? (M + 1) / 2 : M; /* units per (head, sequence) */
+        const int h = (int)(u % a.heads), pi = (int)(u / a.heads % P), b = (int)(u / a.heads / P);
+        if (k && (!CAUSAL || pi == M - 1 - pi)) return false;
+        return make_tile<D, CAUSAL, NC, FEAT, PACK, BNX>(a, k ? pi : M - 1 - pi, h, b, t);
+    }
+    int mb;
+    long long bh;
     if (!CAUSAL) {
         if (k) return false;
         mb = M - 1 - (int)(u % M), bh = u / M;
@@ -724,7 +736,7 @@ __device__ __forceinline__ bool unit_tile(const Args &a, long long u, int k, Til
 
 #endif /* sm_90a */
 
-template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX>
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX, bool VARLEN>
 __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK, BNX>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const Args a) {
@@ -762,7 +774,7 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK, BNX>::THREAD
             for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
                 for (int k = 0; k < 2; ++k) {
                     Tile t;
-                    if (!unit_tile<D, CAUSAL, NC, FEAT, PACK, BNX>(a, u, k, t) || t.tiles() == 0) continue;
+                    if (!unit_tile<D, CAUSAL, NC, FEAT, PACK, BNX, VARLEN>(a, u, k, t) || t.tiles() == 0) continue;
                     produce<D, CAUSAL, NC, FEAT, PACK, BNX>(&tm_q, &tm_k, &tm_v, a, t, smem, smem + C::OFF_K,
                                                        smem + C::OFF_V, bar, kv, qi);
                     kv += t.tiles(), ++qi;
@@ -779,7 +791,7 @@ __global__ void __launch_bounds__(Config<D, CAUSAL, NC, FEAT, PACK, BNX>::THREAD
         for (long long u = blockIdx.x; u < a.units; u += gridDim.x)
             for (int k = 0; k < 2; ++k) {
                 Tile t;
-                if (!unit_tile<D, CAUSAL, NC, FEAT, PACK, BNX>(a, u, k, t)) continue;
+                if (!unit_tile<D, CAUSAL, NC, FEAT, PACK, BNX, VARLEN>(a, u, k, t)) continue;
                 consume<T, D, CAUSAL, NC, FEAT, PACK, BNX>(a, t, smem, smem + C::OFF_K, smem + C::OFF_V, bar, kv, qi);
                 if (t.tiles() > 0) kv += t.tiles(), ++qi;
             }
@@ -884,11 +896,11 @@ int sm_count(int dev) {
     return n;
 }
 
-template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX = 0>
+template <typename T, int D, bool CAUSAL, int NC, bool FEAT, bool PACK, int BNX = 0, bool VARLEN = false>
 int launch(const Args &a, const CUtensorMap &mq, const CUtensorMap &mk, const CUtensorMap &mv, int dev,
            cudaStream_t stream) {
     using C = Config<D, CAUSAL, NC, FEAT, PACK, BNX>;
-    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC, FEAT, PACK, BNX>;
+    auto kernel = hopper_fwd_kernel<T, D, CAUSAL, NC, FEAT, PACK, BNX, VARLEN>;
     /* once per instantiation and device: the kernel must have sm_90a code (a build without it
      * has an empty body), and its shared-memory limit is raised (a property of the function in
      * that device's context) */
@@ -918,6 +930,21 @@ int consumers(int d, bool causal, int seqlen_q) {
     return d == 64 && seqlen_q >= (causal ? kD64ThreeFromCausal : kD64ThreeFrom) ? 3 : 2;
 }
 
+/* the plain instantiations: VARLEN (cu_seqlens_q) orders the units with the heads fastest */
+template <typename T, int D, bool VARLEN>
+int dispatch_plain(const Args &a, bool causal, int nc, const CUtensorMap &mq, const CUtensorMap &mk,
+                   const CUtensorMap &mv, int dev, cudaStream_t stream) {
+    if constexpr (D == 64) {
+        if (nc == 3 && !causal) return launch<T, D, false, 3, false, false, 0, VARLEN>(a, mq, mk, mv, dev, stream);
+        if (nc == 3) return launch<T, D, true, 3, false, false, 0, VARLEN>(a, mq, mk, mv, dev, stream);
+    }
+    if constexpr (D == 128)
+        if (!causal && a.seqlen_k < kD128WideFrom)
+            return launch<T, D, false, 2, false, false, 128, VARLEN>(a, mq, mk, mv, dev, stream);
+    return causal ? launch<T, D, true, 2, false, false, 0, VARLEN>(a, mq, mk, mv, dev, stream)
+                  : launch<T, D, false, 2, false, false, 0, VARLEN>(a, mq, mk, mv, dev, stream);
+}
+
 template <typename T, int D>
 int dispatch(const Args &a, bool causal, int nc, bool feat, bool pack, const CUtensorMap &mq, const CUtensorMap &mk,
              const CUtensorMap &mv, int dev, cudaStream_t stream) {
@@ -927,14 +954,8 @@ int dispatch(const Args &a, bool causal, int nc, bool feat, bool pack, const CUt
     if (feat)
         return causal ? launch<T, D, true, 2, true, false>(a, mq, mk, mv, dev, stream)
                       : launch<T, D, false, 2, true, false>(a, mq, mk, mv, dev, stream);
-    if constexpr (D == 64) {
-        if (nc == 3 && !causal) return launch<T, D, false, 3, false, false>(a, mq, mk, mv, dev, stream);
-        if (nc == 3) return launch<T, D, true, 3, false, false>(a, mq, mk, mv, dev, stream);
-    }
-    if constexpr (D == 128)
-        if (!causal && a.seqlen_k < kD128WideFrom) return launch<T, D, false, 2, false, false, 128>(a, mq, mk, mv, dev, stream);
-    return causal ? launch<T, D, true, 2, false, false>(a, mq, mk, mv, dev, stream)
-                  : launch<T, D, false, 2, false, false>(a, mq, mk, mv, dev, stream);
+    return a.cu_q ? dispatch_plain<T, D, true>(a, causal, nc, mq, mk, mv, dev, stream)
+                  : dispatch_plain<T, D, false>(a, causal, nc, mq, mk, mv, dev, stream);
 }
 
 /* the kernel's BN (the same for two and three consumers) */
