@@ -258,7 +258,7 @@ def write_sections(run_paths, kernel, margin, only, thresholds_dir):
     header = "\n".join(textwrap.wrap(header, 100, subsequent_indent=";   ", break_on_hyphens=False)) + "\n"
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        f.write("".join(kept) + "\n\n" + header + "\n\n".join(sections) + "\n")
+        f.write("".join(kept).rstrip("\n") + "\n\n" + header + "\n\n".join(sections) + "\n")
     os.replace(tmp, path)
     return len(sections), path
 
