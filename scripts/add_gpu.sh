@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # A new GPU's thresholds file (README, "Adding a GPU"), made on that GPU in one command:
-#   scripts/add_gpu.sh [--build DIR] [--kernels K1,K2] [--no-tune] [--cmake ARG]... [-- CTEST ARGS...]
+#   scripts/add_gpu.sh [--build DIR] [--kernels K1,K2] [--no-tune] [--setup-only] [--cmake ARG]... [-- CTEST ARGS...]
 # 1. configures and builds DIR (default build-gpu; --cmake passes one argument to cmake, e.g.
 #    --cmake -DCMAKE_CUDA_ARCHITECTURES=90a);
 # 2. thresholds/<gpu>.ini with its [gpu] and [peaks] (attn_calibrate --write), where missing;
 # 3. flash2's tuned configurations, thresholds/<gpu>.tuned.txt (tune/flash2 in DIR-tune, built
 #    with -DATTN_TUNE_SPACE=ON), where missing and flash2 is benchmarked; then DIR configured
 #    again, so that flash2 benchmarks what ships on this GPU (--no-tune: no tuning);
+#    --setup-only stops here (where a machine is held for less than the build and the run
+#    together: the same command without it then rebuilds nothing and keeps the peaks);
 # 4. the benchmarks (ctest -L benchmark: the forward's and the backward's; only those of
 #    --kernels when given; CTEST ARGS added, e.g. -LE benchmark_bwd), one at a time: with no
 #    minimums yet each is measured, checked and recorded, and skipped; any failure stops here;
@@ -19,14 +21,14 @@
 # kernel by kernel (--kernels hopper, then --kernels flash2, ...).
 # Exit 0 done, 1 a step failed, 2 bad arguments, 77 no GPU.
 set -uo pipefail
-usage() { echo "usage: $0 [--build DIR] [--kernels K1,K2] [--no-tune] [--cmake ARG]... [-- CTEST ARGS...]"; }
+usage() { echo "usage: $0 [--build DIR] [--kernels K1,K2] [--no-tune] [--setup-only] [--cmake ARG]... [-- CTEST ARGS...]"; }
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   usage
   sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
   exit 0
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build-gpu kernels="" tune=1 tuned="" cmake_args=() ctest_args=()
+build=$root/build-gpu kernels="" tune=1 setup_only=0 tuned="" cmake_args=() ctest_args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --build|--kernels|--cmake)
@@ -34,6 +36,7 @@ while [ $# -gt 0 ]; do
       case $1 in --build) build=$2 ;; --kernels) kernels=$2 ;; --cmake) cmake_args+=("$2") ;; esac
       shift 2 ;;
     --no-tune) tune=0; shift ;;
+    --setup-only) setup_only=1; shift ;;
     --) shift; ctest_args=("$@"); break ;;
     *) echo "add_gpu: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -70,6 +73,11 @@ if [ $tune = 1 ] && benched flash2 && [ ! -f "$root/thresholds/$slug.tuned.txt" 
   tuned="thresholds/$slug.tuned.txt results/$slug/tune/ "
   echo "== configure $build again (it reads $slug.tuned.txt)"
   attn_configure_build "$build" "${cmake_args[@]}" || exit 1
+fi
+
+if [ $setup_only = 1 ]; then
+  echo "add_gpu: set up ($build built, ${ini#$root/}${tuned:+, $tuned}); the same command without --setup-only runs the benchmarks"
+  exit 0
 fi
 
 filter=()
