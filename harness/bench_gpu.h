@@ -1,7 +1,7 @@
-/* Timing on the GPU for the benchmarks: cold timing learned from nvbench
- * (L2 flushed before every sample, launch overhead kept out of the timed interval by a
- * kernel that holds the stream until everything is enqueued, the SM clock read after each
- * sample, a noise-based stopping rule). */
+/* Timing on the GPU for the benchmarks: cold timing learned from nvbench (L2 flushed
+ * before every sample, its lines left clean; launch overhead kept out of the timed interval
+ * by a kernel that holds the stream until everything is enqueued; the SM clock read after
+ * each sample; a noise-based stopping rule). */
 #ifndef ATTN_BENCH_GPU_H
 #define ATTN_BENCH_GPU_H
 

@@ -89,20 +89,6 @@ def library_dirs(lib):
     return list(dict.fromkeys(dirs))
 
 
-class HeldFlush:
-    """Stands in for peers.measure's L2 flush buffer: fill_() flushes, then enqueues a spin
-    of `cycles` GPU clocks, so that the GPU is still busy while Python records the start
-    event and enqueues the call (launch overhead out of the interval, as the harness's hold
-    kernel does). The spin ends before the start event, so it is never timed."""
-
-    def __init__(self, buf, torch, cycles):
-        self.buf, self.torch, self.cycles = buf, torch, int(cycles)
-
-    def fill_(self, value):
-        self.buf.fill_(value)
-        self.torch.cuda._sleep(self.cycles)
-
-
 def hold_cycles(fn, torch, clock):
     """Clocks to spin: twice the longest host time to enqueue one call (plus 50 us), at the
     GPU's maximum SM clock (NVML; 2 GHz when unknown)."""
@@ -123,8 +109,7 @@ def time_torch(cases, a, results):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    props = torch.cuda.get_device_properties(0)
-    buf = torch.empty(2 * getattr(props, "L2_cache_size", 64 << 20), dtype=torch.uint8, device="cuda")
+    flush_l2 = peers.L2Flush(torch)
     clock = peers.nvml_clock()
     can_hold = not a.no_hold and hasattr(torch.cuda, "_sleep")
     if not a.no_hold and not can_hold:
@@ -157,7 +142,7 @@ def time_torch(cases, a, results):
         if not err <= tol:  # NaN too
             r["torch_why"] = f"wrong output: max|O - fp32 reference| = {err:.3g} > {tol}"
             continue
-        flush = HeldFlush(buf, torch, hold_cycles(run, torch, clock)) if can_hold else buf
+        flush = flush_l2.holding(hold_cycles(run, torch, clock)) if can_hold else flush_l2
         r["torch"] = peers.measure(run, torch, np, flush, clock)
         t = r["torch"]
         print(f"torch   {label(case)}: {t['median_ms']:.4f} ms [{t['ci_lo_ms']:.4f}, {t['ci_hi_ms']:.4f}] "

@@ -9,7 +9,7 @@ Backends: FLASH_ATTENTION (FlashAttention-2), CUDNN_ATTENTION, EFFICIENT_ATTENTI
 recorded as kernels torch_flash, torch_cudnn, torch_efficient, torch_math. Inputs are
 random normal in the BSHD layout (as the harness's benchmarks), each output is checked
 against a float32 computation before timing. Timing: warm-up, then cold samples (the L2
-flushed before each by writing twice its size), CUDA events, samples taken while the SM
+flushed before each as the harness's timer does: L2Flush), CUDA events, samples taken while the SM
 clock (NVML) is under 75 % of its maximum dropped, at least 10 samples and 0.5 s, then stop
 at a relative standard deviation under 0.5 % or after 1 s; median, minimum and a 95 %
 bootstrap confidence interval of the median. Writes results/<gpu>/peers/<date>-<commit>-peers.json
@@ -68,6 +68,32 @@ def bootstrap_ci(x, np, reps=1000):
     return float(np.percentile(med, 2.5)), float(np.percentile(med, 97.5))
 
 
+class L2Flush:
+    """The L2 flush before each sample, as the harness's timer does it (harness/bench_gpu.cu,
+    sample()): a buffer twice the L2's size written, then read back, so that the L2 holds
+    none of the call's data and only clean lines (dirty ones are written back during the
+    timed call: about 10 us on an H100). With `cycles`, a spin of that many GPU clocks
+    follows, so that the GPU is still busy while Python records the start event and enqueues
+    the call (launch overhead out of the interval, as the harness's hold kernel does); the
+    spin ends before the start event, so it is never timed."""
+
+    def __init__(self, torch, cycles=0, buf=None):
+        if buf is None:
+            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
+            buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+        self.torch, self.cycles, self.buf = torch, int(cycles), buf
+
+    def holding(self, cycles):
+        """This flush (the same buffer) with a spin of `cycles` clocks after it."""
+        return L2Flush(self.torch, cycles, self.buf)
+
+    def __call__(self, value):
+        self.buf.fill_(value)
+        self.buf.amax()  # the read back
+        if self.cycles:
+            self.torch.cuda._sleep(self.cycles)
+
+
 def measure(fn, torch, np, flush, clock):
     """fn's GPU time by the rules of this module's docstring: measure_interleaved of fn alone."""
     return measure_interleaved([fn], torch, np, flush, clock)[0]
@@ -92,7 +118,7 @@ def measure_interleaved(fns, torch, np, flush, clock):
                 continue
             t0 = time.monotonic()
             ms = s["ms"]
-            flush.fill_(len(ms) & 0xFF)
+            flush(len(ms) & 0xFF)
             start_ev.record()
             fns[i]()
             stop_ev.record()
@@ -302,7 +328,7 @@ def main():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     props = torch.cuda.get_device_properties(0)
     slug, peaks = peaks_for(props.name)
-    flush = torch.empty(2 * getattr(props, "L2_cache_size", 64 << 20), dtype=torch.uint8, device="cuda")
+    flush = L2Flush(torch)
     clock = nvml_clock()
     env = {"torch": torch, "F": F, "np": np, "SDPBackend": SDPBackend, "sdpa_kernel": sdpa_kernel,
            "flush": flush, "clock": clock, "peaks": peaks}

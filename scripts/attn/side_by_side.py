@@ -49,7 +49,7 @@ The timer: peers.measure_interleaved, peers.measure's rules (warm-up, the L2 flu
 every sample, CUDA events, samples at a low SM clock dropped, >= 10 samples and 0.5 s, then a
 relative spread under 0.5 % or 1 s of the implementation's own samples; median, 95 % bootstrap
 CI), one sample of each implementation in turn. By default the stream is held after each
-flush (cudnn_vs_torch.HeldFlush), so that no implementation's host cost (Python, ctypes,
+flush (peers.L2Flush.holding), so that no implementation's host cost (Python, ctypes,
 autograd) is timed; --no-hold: peers.py's timing as it is.
 
 FLOPs (FlashAttention's convention): forward 4 * B * H * S^2 * D, half of it when causal;
@@ -584,8 +584,7 @@ class Env:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         self.a, self.torch, self.np, self.shim, self.kernels = a, torch, np, shim, kernels
         self.F, self.SDPBackend, self.sdpa_kernel = F, SDPBackend, sdpa_kernel
-        props = torch.cuda.get_device_properties(0)
-        self.buf = torch.empty(2 * getattr(props, "L2_cache_size", 64 << 20), dtype=torch.uint8, device="cuda")
+        self.flush = peers.L2Flush(torch)
         self.clock = peers.nvml_clock()
         self.hold = not a.no_hold and hasattr(torch.cuda, "_sleep")
         self.keep = []
@@ -598,13 +597,13 @@ class Env:
 
 def time_shape(env, case):
     """The tests of one shape: every implementation checked, the correct ones timed together."""
-    from attn.cudnn_vs_torch import HeldFlush, hold_cycles
+    from attn.cudnn_vs_torch import hold_cycles
     run = Run(env, case)
     impls = [run.kernel(n, env.kernels[n]) for n in env.a.kernels] + [run.peer(n) for n in env.a.peers]
     timed = [(t, fn) for t, fn in impls if fn]
-    flush = env.buf
+    flush = env.flush
     if timed and env.hold:
-        flush = HeldFlush(env.buf, env.torch, max(hold_cycles(fn, env.torch, env.clock) for _, fn in timed))
+        flush = env.flush.holding(max(hold_cycles(fn, env.torch, env.clock) for _, fn in timed))
     timings = peers.measure_interleaved([fn for _, fn in timed], env.torch, env.np, flush, env.clock) if timed else []
     for (t, _), timing in zip(timed, timings):
         errors = t.pop("_errors", [])

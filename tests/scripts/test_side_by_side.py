@@ -259,7 +259,7 @@ class Interleaved(unittest.TestCase):
                 return end.t - self.t
 
         torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None, Event=Event))
-        flush = types.SimpleNamespace(fill_=lambda v: None)
+        flush = lambda v: None
 
         def fn(name, ms):
             def run():
