@@ -67,11 +67,17 @@ def check_class(run, t):
         fail(PROG, run, f"{t['test']}: 'dtype' is '{t['dtype']}', expected fp16 or bf16")
 
 
+# A valid measurement reaches at most this fraction of the roofline (attn_benchmark's
+# FLOOR_MARGIN_PCT: the peaks are measured, and a read-mostly kernel can pass the copy's
+# bandwidth); the minimum written for it is at most 1, what the loader accepts.
+MAX_ROOFLINE = 1.25
+
+
 def check_figure(run, t, key, value):
     """Exits with one line when a measured figure gives no minimum the loader accepts (a
-    finite number > 0; a roofline fraction at most 1)."""
-    if not (math.isfinite(value) and value > 0) or (key == "min_roofline" and value > 1):
-        want = "a fraction in (0, 1]" if key == "min_roofline" else "a finite number > 0"
+    finite number > 0; a roofline fraction that attn_benchmark calls a valid measurement)."""
+    if not (math.isfinite(value) and value > 0) or (key == "min_roofline" and value > MAX_ROOFLINE):
+        want = f"a fraction in (0, {MAX_ROOFLINE:g}]" if key == "min_roofline" else "a finite number > 0"
         fail(PROG, run, f"{t['test']}: '{FIGURE_FIELDS[key]}' is {value:g}, expected {want} (for {key})")
 
 
@@ -237,7 +243,8 @@ def write_sections(run_paths, kernel, margin, only, thresholds_dir):
             vals = [f[key] for f in seen if key in f]
             if len(vals) == len(seen):  # cuDNN's minimum only where it ran every time
                 lo, hi = min(vals), max(vals)
-                text = f"{margin * lo * lo / hi:.4g}"
+                minimum = margin * lo * lo / hi
+                text = f"{min(minimum, 1.0) if key == 'min_roofline' else minimum:.4g}"
                 if not float(text) > 0:  # underflow: the loader rejects 0
                     fail(PROG, path, f"[{header}] {key}: the minimum {text} from {lo:g} and {hi:g} is not > 0")
                 lines.append(f"{key} = {text}")

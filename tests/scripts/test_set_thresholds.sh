@@ -70,6 +70,20 @@ refuse inf 't["roofline_efficiency"] = float("inf")' bad_inf.json "'roofline_eff
 refuse negative 't["baselines"]["reference"]["speedup"] = -3.0' bad_negative.json "'baselines.reference.speedup' is "
 refuse zero 't["baselines"]["cudnn"]["speedup"] = 0.0' bad_zero.json "'baselines.cudnn.speedup' is 0"
 refuse roofline 't["roofline_efficiency"] = 1.5' bad_roofline.json "'roofline_efficiency' is 1.5"
+# a roofline fraction past 1 that attn_benchmark calls valid (a read-mostly kernel against the
+# copy's bandwidth) gives a minimum, at most 1: 0.8 x 1.1 = 0.88; 0.9 x 1.25 = 1.125 -> 1
+roof() {  # roof <efficiency> <margin> <minimum wanted>
+  python3 - "$here/run_a.json" "$dir/roof.json" "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); t = d["tests"][0]; d["tests"] = [t]
+t.update(kernel="r", test=t["test"].replace("/k/", "/r/"), roofline_efficiency=float(sys.argv[3]))
+json.dump(d, open(sys.argv[2], "w"))
+PY
+  python3 "$script" "$dir/roof.json" --kernel r --margin "$2" --thresholds-dir "$dir" >/dev/null || fail "roofline $1 refused"
+  grep -A3 '^\[r fp16 d64 full 4-4\]' "$f" | grep -q "^min_roofline = $3\$" || fail "roofline $1: minimum not $3"
+}
+roof 1.1 0.8 0.88
+roof 1.25 0.9 1
 refuse d0 't["head_dim"] = 0' bad_d0.json "'head_dim' is "
 refuse seqlen 't["seqlen_q"] = t["seqlen_k"] = 2**31' bad_seqlen.json "'seqlen_q' is "
 long=my_hopper_plugin_v3_long_kernel_name
