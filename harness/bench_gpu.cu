@@ -24,15 +24,16 @@ __global__ void hold_stream_kernel(const volatile int *release) {
     while (!*release && globaltimer_ns() - t0 < 1000000000ull) __nanosleep(1000);
 }
 
-/* The flush's second half: reads the buffer back, so that the L2 lines it leaves are clean.
- * The sink is written only on an impossible value, so the reads are not optimised away. */
-__global__ void read_back_kernel(const int4 *p, size_t n, int *sink) {
+/* Reads n 16-byte words (attn_read_device). The sink is written only on an impossible value,
+ * so that the reads are not optimised away. */
+__device__ int read_sink;
+__global__ void read_kernel(const int4 *p, size_t n) {
     int acc = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const int4 v = p[i];
         acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
-    if (acc == 0x7a3b1c9d) *sink = acc;
+    if (acc == 0x7a3b1c9d) read_sink = acc;
 }
 
 /* One block per SM: the SM clock over a 50 us window, from clock64 against %globaltimer. */
@@ -111,6 +112,25 @@ extern "C" void attn_timer_destroy(attn_timer *t) {
  * time, as it is in use (a baseline that loops over batches is launch-bound). */
 #define HOLD_MAX_ENQUEUE_MS 10.0
 
+extern "C" cudaError_t attn_read_device(const void *p, size_t bytes, cudaStream_t stream) {
+    int dev, sms;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+    read_kernel<<<4 * sms, 512, 0, stream>>>((const int4 *)p, bytes / sizeof(int4));
+    return cudaGetLastError();
+}
+
+/* A write of twice the L2's size evicts the call's data, and reading it back leaves the L2
+ * clean. Dirty lines left by the write alone are written back during the timed call, whatever
+ * it is: 9-10 us on an H100 for any call that touches more than the L2 holds
+ * (results/nvidia_h100_80gb_hbm3/dev/2026-11-28-181c08b-l2-flush-clean.md). */
+extern "C" int attn_timer_flush(attn_timer *t, int index, char *err, size_t errlen) {
+    TRY(cudaMemsetAsync(t->flush, index & 0xff, t->flush_bytes, t->stream));
+    TRY(attn_read_device(t->flush, t->flush_bytes, t->stream));
+    return 0;
+}
+
 /* One cold sample: ms, and the mean SM clock right after it. */
 static int sample(attn_timer *t, attn_enqueue_fn fn, void *ctx, int held, int index, float *ms,
                   double *mhz, char *err, size_t errlen) {
@@ -119,14 +139,7 @@ static int sample(attn_timer *t, attn_enqueue_fn fn, void *ctx, int held, int in
         hold_stream_kernel<<<1, 1, 0, t->stream>>>(t->release_dev);
         TRY(cudaGetLastError());
     }
-    /* L2 flush: a write of twice its size evicts the call's data, and reading it back leaves
-     * the L2 clean. Dirty lines left by the write alone are written back during the timed
-     * call, whatever it is: about 10 us on an H100 for any call that touches more than the L2
-     * holds (results/nvidia_h100_80gb_hbm3/dev/2026-11-28-181c08b-l2-flush-clean.md). */
-    TRY(cudaMemsetAsync(t->flush, index & 0xff, t->flush_bytes, t->stream));
-    read_back_kernel<<<4 * t->sms, 512, 0, t->stream>>>((const int4 *)t->flush, t->flush_bytes / sizeof(int4),
-                                                        (int *)t->mhz); /* the probe overwrites it */
-    TRY(cudaGetLastError());
+    if (attn_timer_flush(t, index, err, errlen)) return 1;
     TRY(cudaEventRecord(t->start, t->stream));
     if (fn(ctx, t->stream, err, errlen)) {
         *(volatile int *)t->release = 1;

@@ -36,6 +36,15 @@ typedef struct attn_timer attn_timer;
 int attn_timer_create(attn_timer **out, cudaStream_t stream, char *err, size_t errlen);
 void attn_timer_destroy(attn_timer *t);
 
+/* The L2 flush that precedes every sample, enqueued on the timer's stream: a write of twice
+ * the L2's size (`index` varies the bytes), then a read of it back, so that the L2 holds none
+ * of the timed call's data and only clean lines. 0, or 1 with err. */
+int attn_timer_flush(attn_timer *t, int index, char *err, size_t errlen);
+
+/* Enqueues a read of `bytes` (a multiple of 16) at p, 16-byte aligned, on `stream`: every
+ * SM streams it and keeps nothing. */
+cudaError_t attn_read_device(const void *p, size_t bytes, cudaStream_t stream);
+
 /* Enqueues the work to time on `stream` (no allocation, no synchronization). */
 typedef int (*attn_enqueue_fn)(void *ctx, cudaStream_t stream, char *err, size_t errlen);
 
