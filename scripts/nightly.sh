@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The nightly GPU job: configure, build, run the correctness suite (with the features'
-# full cross product, the long sequences and the library kernels' matrix), then the
-# benchmarks (label benchmark: the forward's and the backward's, whose tests also carry the
-# label benchmark_bwd), compare with the previous results of this GPU, write the report (a
-# table per pass: forward, backward, forward + backward; the peer tables too).
+# full cross product, the long sequences, the library kernels' matrix and the harness's own
+# GPU checks), then the benchmarks (label benchmark: the forward's and the backward's, whose
+# tests also carry the label benchmark_bwd), compare with the previous results of this GPU,
+# write the report (a table per pass: forward, backward, forward + backward; the peer tables
+# too).
 #   scripts/nightly.sh [ctest filters for the benchmarks, e.g. -L simple, or -LE benchmark_bwd
 #                       for the forward's alone]
 # Raw output (CI artifacts, never committed), under $ATTN_ARTIFACTS (default <build>/artifacts):
@@ -38,8 +39,8 @@ echo "== configure and build in $build${pyk:+ (Python kernels: $pyk)}"
 attn_configure_build "$build" "-DATTN_PYTHON_KERNELS=$pyk" || exit 2
 mkdir -p "$art"
 stamp=$(mktemp)
-echo "== correctness, the version-2 features' full cross product (label features_full), long sequences (label long), the library kernels' matrix (label library_matrix)"
-ctest --test-dir "$build" -L "^(correctness|features_full|long|library_matrix)$" -j "${ATTN_JOBS_TESTS:-8}" \
+echo "== correctness, the version-2 features' full cross product (label features_full), long sequences (label long), the library kernels' matrix (label library_matrix), the harness's own GPU checks (label harness: its device memory, and the benchmarks' timer)"
+ctest --test-dir "$build" -L "^(correctness|features_full|long|library_matrix|harness)$" -j "${ATTN_JOBS_TESTS:-8}" \
       --output-junit "$art/correctness.junit.xml" >"$art/correctness.log" 2>&1
 corr=$?
 py summary "$art/correctness.junit.xml" | tee "$art/correctness.summary.txt"
