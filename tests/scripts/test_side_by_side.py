@@ -259,7 +259,8 @@ class Interleaved(unittest.TestCase):
                 return end.t - self.t
 
         torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None, Event=Event))
-        flush = lambda v: None
+        def flush(value):
+            pass
 
         def fn(name, ms):
             def run():
@@ -271,6 +272,31 @@ class Interleaved(unittest.TestCase):
         self.assertEqual([t["median_ms"] for t in out], [60.0, 30.0, 20.0])
         self.assertEqual([t["samples"] for t in out], [10, 17, 25])  # >= 10 samples and 0.5 s each
         self.assertEqual(peers.measure(fn("d", 50.0), torch, np, flush, None)["samples"], 10)
+
+
+class Flush(unittest.TestCase):
+    """peers.L2Flush on a stand-in torch: the buffer written, then read back (the L2 left clean),
+    then the spin where one is asked for; holding() shares the buffer."""
+
+    def test_write_read_spin(self):
+        ops = []
+
+        class Buf:
+            def fill_(self, value):
+                ops.append(("fill", value))
+
+            def amax(self):
+                ops.append(("read",))
+
+        torch = types.SimpleNamespace(cuda=types.SimpleNamespace(_sleep=lambda cycles: ops.append(("spin", cycles))))
+        flush = peers.L2Flush(torch, buf=Buf())
+        flush(7)
+        self.assertEqual(ops, [("fill", 7), ("read",)])
+        ops.clear()
+        held = flush.holding(1000)
+        self.assertIs(held.buf, flush.buf)
+        held(8)
+        self.assertEqual(ops, [("fill", 8), ("read",), ("spin", 1000)])
 
 
 @unittest.skipUnless(os.environ.get("ATTN_KERNEL_SHIM"), "ATTN_KERNEL_SHIM (the built libattn_kernel_shim.so) not set")
