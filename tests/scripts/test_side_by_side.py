@@ -2,7 +2,7 @@
 arguments (bad ones exit 2 naming the argument), the matrix (S replaced, -k), FlashAttention's
 FLOP counts, the table and the targets from a results document, the two files written whole
 and never replacing one, exit 77 without PyTorch or numpy, peers.measure_interleaved's
-round-robin on a stand-in timer; and, where $ATTN_KERNEL_SHIM names the built
+round-robin on a stand-in timer, peers.L2Flush's steps on a stand-in torch; and, where $ATTN_KERNEL_SHIM names the built
 libattn_kernel_shim.so, its C API through ctypes without a GPU (find, lacks, workspace, the
 problem checks).
 
