@@ -10,6 +10,7 @@
 
 #include "device_memory.h"
 #include "harness.h"
+#include "unit.h"
 
 #define ck_cuda(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
 
@@ -115,10 +116,5 @@ int main(void) {
     tcase_add_test(tc, grows_past_what_it_keeps);
     tcase_add_test(tc, stream_ordered);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return attn_unit_run_in_process(su);
 }

@@ -9,6 +9,7 @@
 #include "bench_gpu.h"
 #include "harness.h"
 #include "stats.h"
+#include "unit.h"
 
 #define ck_cuda(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
 
@@ -77,10 +78,5 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, flush_leaves_the_l2_clean);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return attn_unit_run_in_process(su);
 }

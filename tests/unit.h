@@ -1,4 +1,4 @@
-/* Shared by the host unit tests: running a suite, writing a temporary input file. */
+/* Shared by the unit tests: running a suite, writing a temporary input file. */
 #ifndef ATTN_UNIT_H
 #define ATTN_UNIT_H
 
@@ -10,6 +10,17 @@
 /* Runs the suite (forking per test, as Check does by default); the exit status. */
 static inline int attn_unit_run(Suite *s) {
     SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}
+
+/* Runs the suite in this process (the GPU tests: a CUDA context does not survive fork()); the
+ * exit status. */
+static inline int attn_unit_run_in_process(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
