@@ -9,9 +9,9 @@ Backends: FLASH_ATTENTION (FlashAttention-2), CUDNN_ATTENTION, EFFICIENT_ATTENTI
 recorded as kernels torch_flash, torch_cudnn, torch_efficient, torch_math. Inputs are
 random normal in the BSHD layout (as the harness's benchmarks), each output is checked
 against a float32 computation before timing. Timing: warm-up, then cold samples (the L2
-flushed before each as the harness's timer does: L2Flush), CUDA events, samples taken while the SM
-clock (NVML) is under 75 % of its maximum dropped, at least 10 samples and 0.5 s, then stop
-at a relative standard deviation under 0.5 % or after 1 s; median, minimum and a 95 %
+flushed before each as the harness's timer does: L2Flush), CUDA events, samples taken while
+the SM clock (NVML) is under 75 % of its maximum dropped, at least 10 samples and 0.5 s, then
+stop at a relative standard deviation under 0.5 % or after 1 s; median, minimum and a 95 %
 bootstrap confidence interval of the median. Writes results/<gpu>/peers/<date>-<commit>-peers.json
 (never replacing a file). Exit 77 where PyTorch or a GPU is missing.
 
@@ -69,8 +69,8 @@ def bootstrap_ci(x, np, reps=1000):
 
 
 class L2Flush:
-    """The L2 flush before each sample, as the harness's timer does it (harness/bench_gpu.cu,
-    sample()): a buffer twice the L2's size written, then read back, so that the L2 holds
+    """The L2 flush before each sample, as the harness's timer does it (harness/bench_gpu.h,
+    attn_timer_flush): a buffer twice the L2's size written, then read back, so that the L2 holds
     none of the call's data and only clean lines (dirty ones are written back during the
     timed call: about 10 us on an H100). With `cycles`, a spin of that many GPU clocks
     follows, so that the GPU is still busy while Python records the start event and enqueues
