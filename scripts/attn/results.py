@@ -4,6 +4,8 @@ and a queryable history.
     scripts/results.py index [--check]       # write results/INDEX.md (--check: exit 1 if stale)
     scripts/results.py check                 # exit 1 listing the files that break the retention rule
     scripts/results.py compact [--gzip] FILE...   # rewrite results JSON files in their committed form
+    scripts/results.py merge [--gzip] OUT PART...  # one run's parts (a run split over several
+                                             # device commands) into one committed file
     scripts/results.py db [--db PATH]        # build the SQLite history (default build/results.sqlite)
     scripts/results.py history TEST [--gpu G] [--db PATH]   # one benchmark across commits
     scripts/results.py latest [--db PATH]    # the latest run of each kind per GPU
@@ -16,7 +18,7 @@ import os
 import sys
 
 from attn import ROOT, store
-from attn.schema import BadInput, _parse_json, fail
+from attn.schema import BadInput, _parse_json, fail, load_results
 
 PROG = "results"
 
@@ -55,6 +57,43 @@ def cmd_compact(a):
             fail(PROG, path, e)
         out = store.write_compact(path, doc, store.GZIP_OVER if a.gzip else None)
         print(f"{PROG}: {out}: {os.path.getsize(out)} bytes")
+    return 0
+
+
+# What every part of one run must share: its code, its machine and its libraries.
+SAME_RUN = ("commit", "dirty", "gpu.name", "driver_version", "runtime_version", "cudnn_version", "cublas_version")
+
+
+def _field(run, dotted):
+    for k in dotted.split("."):
+        run = run.get(k) if isinstance(run, dict) else None
+    return run
+
+
+def cmd_merge(a):
+    """The parts' tests in one document (the run block of the first part, its date the
+    earliest), compact, to OUT; refuses parts of different runs, a test in two parts and an
+    existing OUT, naming the file and the field or test."""
+    if os.path.exists(a.out) or os.path.exists(a.out + ".gz"):
+        fail(PROG, a.out, "exists: a results file is never replaced")
+    docs = [(path, load_results(path, PROG, run=["commit", "date", "gpu.name"], test=["test"])) for path in a.parts]
+    first_path, merged = docs[0]
+    merged = dict(merged, tests=[])
+    seen = {}
+    for path, doc in docs:
+        for key in SAME_RUN:
+            mine, theirs = _field(doc["run"], key), _field(merged["run"], key)
+            if mine != theirs:
+                fail(PROG, path, f"run.{key} is {json.dumps(mine)}, {first_path} has {json.dumps(theirs)}: "
+                     "not parts of one run")
+        for t in doc["tests"]:
+            if t["test"] in seen:
+                fail(PROG, path, f"{t['test']} is in {seen[t['test']]} too: parts of one run never repeat a test")
+            seen[t["test"]] = path
+            merged["tests"].append(t)
+    merged["run"] = dict(merged["run"], date=min(doc["run"]["date"] for _, doc in docs))
+    out = store.write_compact(a.out, merged, store.GZIP_OVER if a.gzip else None)
+    print(f"{PROG}: {out}: {len(merged['tests'])} tests from {len(docs)} parts, {os.path.getsize(out)} bytes")
     return 0
 
 
@@ -110,6 +149,11 @@ def main(argv=None):
                    help=f"write FILE.gz instead when the compact text is over {store.GZIP_OVER} bytes")
     p.add_argument("files", nargs="+")
     p.set_defaults(fn=cmd_compact)
+    p = sub.add_parser("merge", help="one run's parts into one committed file")
+    p.add_argument("--gzip", action="store_true", help=f"write OUT.gz instead when over {store.GZIP_OVER} bytes")
+    p.add_argument("out", help="the file to write, e.g. results/<gpu>/benchmarks/<date>-<commit>.json")
+    p.add_argument("parts", nargs="+", help="the parts' results files")
+    p.set_defaults(fn=cmd_merge)
     db_default = os.environ.get("ATTN_RESULTS_DB", os.path.join(ROOT, "build", "results.sqlite"))
     for name, fn, hlp in (("db", cmd_db, "build the SQLite history"),
                           ("history", cmd_history, "one benchmark test across commits"),

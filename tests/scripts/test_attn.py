@@ -1,10 +1,10 @@
 """Unit tests of the scripts package (scripts/attn): the schema's shapes part against
 attn_shapes' JSON (fixtures shapes_*.json, checks.json), the selftest's and peers' matrices
-built from it, the results tree's layout, compaction, retention, index and SQLite history
-(on a tree built here from run_a.json, run_b.json and tune_small.json), report.py's trend,
-the benchmark's passes (run_passes.json, peers_passes.json: the forward, backward and forward +
-backward of one shape kept apart by every table, the thresholds and the history), and every
-entry point's --help.
+built from it, the results tree's layout, compaction, a run's parts merged, retention, index
+and SQLite history (on a tree built here from run_a.json, run_b.json and tune_small.json),
+report.py's trend, the benchmark's passes (run_passes.json, peers_passes.json: the forward,
+backward and forward + backward of one shape kept apart by every table, the thresholds and the
+history), and every entry point's --help.
 
     python3 -m unittest tests/scripts/test_attn.py      (CTest: unit/scripts/attn_package)
 """
@@ -196,6 +196,41 @@ class Tree(unittest.TestCase):
         self.assertEqual(run("index", "--check").returncode, 0)
         self.put("benchmarks/2026-01-03-ccccccc.json", store.dumps(store.compact(json.loads(fixture("run_a.json")))))
         self.assertEqual(run("index", "--check").returncode, 1)
+
+    def test_merge(self):
+        """results.py merge: one run's parts into one compact file (date the earliest), and one
+        line, exit 2, for parts of two runs, a test in two parts or a file already there."""
+        def part(name, commit, date, keep):
+            doc = json.loads(fixture(name))
+            doc["run"].update(commit=commit, date=date)
+            doc["tests"] = [t for t in doc["tests"] if keep(t["test"])]
+            path = os.path.join(self.dir, f"{name}-{commit}-{len(doc['tests'])}.json")
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            return path
+        a = part("run_a.json", "aaaa", "2026-01-02T00:00:00Z", lambda n: True)
+        b = part("run_b.json", "aaaa", "2026-01-01T00:00:00Z", lambda n: "decode" in n)
+        out = os.path.join(self.dir, "merged.json")
+        merge = lambda *paths: subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "results.py"),  # noqa: E731
+                                               "merge", out] + list(paths), capture_output=True, text=True)
+        r = merge(a, b)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = schema.load_results(out, "t")
+        self.assertEqual([t["test"] for t in doc["tests"]], ["benchmark/k/fp16/d64/full/s4",
+                         "benchmark/k/bf16/d128/causal/s512", "benchmark/k/fp16/d128/decode/q16k8192"])
+        self.assertEqual(doc["run"]["date"], "2026-01-01T00:00:00Z")
+        self.assertTrue(store.is_compact(store.read_text(out)))
+        r = merge(a, b)
+        self.assertEqual((r.returncode, len(r.stderr.splitlines())), (2, 1))
+        self.assertIn("exists: a results file is never replaced", r.stderr)
+        os.remove(out)
+        r = merge(a, part("run_b.json", "bbbb", "2026-01-01T00:00:00Z", lambda n: "decode" in n))
+        self.assertEqual((r.returncode, len(r.stderr.splitlines())), (2, 1))
+        self.assertIn('run.commit is "bbbb"', r.stderr)
+        r = merge(a, part("run_b.json", "aaaa", "2026-01-01T00:00:00Z", lambda n: True))
+        self.assertEqual((r.returncode, len(r.stderr.splitlines())), (2, 1))
+        self.assertIn("benchmark/k/fp16/d64/full/s4 is in", r.stderr)
+        self.assertFalse(os.path.exists(out))
 
     def test_gzip(self):
         """A compact document over 150 KB is committed as .json.gz; every reader takes it."""
