@@ -69,6 +69,7 @@ enum {
     BUG_HOST_SYNC,          /* cudaDeviceSynchronize() in fwd: blocks the host, breaks capture */
     BUG_ALLOC_IN_FWD,       /* cudaMalloc + cudaStreamSynchronize + cudaFree in every call */
     BUG_CACHED_SHAPE,       /* keeps the first call's seqlen_k and uses it on every later call */
+    BUG_SHARED_WORKSPACE,   /* the LSE staged in one workspace that every call shares */
     /* large-problem fixtures: correct until the problem outgrows a 16- or 32-bit index */
     BUG_GRID_Y,             /* batch x heads in gridDim.y: no launch once it is over 65535 */
     BUG_INT32_OFFSETS,      /* element offsets in 32-bit int: wrap past 2^31 elements */
@@ -86,7 +87,7 @@ enum {
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
 constexpr int kernel_bug(int bug) {
     return bug == BUG_OWN_STREAM || bug == BUG_HOST_SYNC || bug == BUG_ALLOC_IN_FWD ||
-                   bug == BUG_CACHED_SHAPE || bug == BUG_TIMING_CHEAT || bug == BUG_Q_SCALED_IN_PLACE ||
+                   bug == BUG_CACHED_SHAPE || bug == BUG_SHARED_WORKSPACE || bug == BUG_TIMING_CHEAT || bug == BUG_Q_SCALED_IN_PLACE ||
                    bug == BUG_K_SCALED_AND_BACK
                ? BUG_NONE
                : bug;
@@ -372,6 +373,29 @@ int broken_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         c.seqlen_k = first_seqlen_k;
         return dispatch<BUG>(&c, stream);
     }
+    if constexpr (BUG == BUG_SHARED_WORKSPACE) {
+        /* BUG: a workspace (here: the LSE, always computed, then copied to the caller's) made
+         * once and grown when a call needs more, as a split-KV kernel's partials or a plan's
+         * scratch often are: stream-ordered and right for calls one after another, on any
+         * stream and under capture, but two calls running at once on two streams write and
+         * read the same memory */
+        static float *shared_ws;
+        static size_t shared_bytes;
+        const size_t bytes = (size_t)p->batch * p->heads * p->seqlen_q * sizeof(float);
+        if (bytes > shared_bytes) {
+            if (shared_ws) cudaFree(shared_ws);
+            shared_ws = nullptr, shared_bytes = 0;
+            if (cudaMalloc((void **)&shared_ws, bytes) != cudaSuccess) return kErr;
+            shared_bytes = bytes;
+        }
+        attn_fwd_params w = *p;
+        w.lse = shared_ws;
+        const int rc = dispatch<BUG>(&w, stream);
+        if (rc == ATTN_OK && p->lse != nullptr &&
+            cudaMemcpyAsync(p->lse, shared_ws, bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+            return kErr;
+        return rc;
+    }
     if constexpr (BUG == BUG_Q_SCALED_IN_PLACE) {
         /* BUG: the softmax scale folded into Q once, in the caller's buffer, to save a
          * multiply per score. The output is right (up to Q's rounding); every later call on
@@ -443,6 +467,7 @@ const attn_kernel table[] = {
     { "broken_host_sync", broken_fwd<BUG_HOST_SYNC> },
     { "broken_alloc_in_fwd", broken_fwd<BUG_ALLOC_IN_FWD> },
     { "broken_cached_shape", broken_fwd<BUG_CACHED_SHAPE> },
+    { "broken_shared_workspace", broken_fwd<BUG_SHARED_WORKSPACE> },
     { "broken_grid_y", broken_fwd<BUG_GRID_Y> },
     { "broken_int32_offsets", broken_fwd<BUG_INT32_OFFSETS> },
     { "broken_long_split_lost", broken_fwd<BUG_LONG_SPLIT_LOST> },

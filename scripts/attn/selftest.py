@@ -38,9 +38,9 @@ from attn.schema import SHAPES_TOOL_ENV, load_checks, load_shapes
 PROG = "selftest"
 
 # the check names come from the check table (attn_shapes --checks-json): the correctness
-# group's, then the kernel contract's (stream_order, graph_capture and interleaved catch the
-# broken kernels whose numbers are right: own stream, host sync, allocation in fwd, a shape
-# cached across calls), then the packed batches' own ('packed': only a packed case runs it,
+# group's, then the kernel contract's (stream_order, graph_capture, interleaved and concurrent
+# catch the broken kernels whose numbers are right: own stream, host sync, allocation in fwd, a
+# shape cached across calls, a workspace shared by every call), then the packed batches' own ('packed': only a packed case runs it,
 # and a packed case runs only it and inputs_unchanged)
 CONTRACT_GROUPS = ("correctness", "contract")
 # the backward's checks and its contract, on the same matrix (backward/<dtype>/d<D>/<mask>) and
@@ -70,7 +70,8 @@ TUNER_FIXTURES = {"broken_tunable"}
 # (the inputs fixtures' outputs are right, up to rounding: only inputs_unchanged is there to see them)
 MUST_BE_CAUGHT_BY = {"broken_q_scaled_in_place": "inputs_unchanged", "broken_k_scaled_and_back": "inputs_unchanged",
                      "broken_block_table_sanitized": "inputs_unchanged",
-                     "broken_bwd_o_cleared": "bwd_inputs_unchanged", "broken_bwd_scale_ignored": "bwd_scale"}
+                     "broken_bwd_o_cleared": "bwd_inputs_unchanged", "broken_bwd_scale_ignored": "bwd_scale",
+                     "broken_shared_workspace": "concurrent"}
 
 
 def broken_verdict(kernel, counts, n_failed):
