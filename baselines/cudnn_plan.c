@@ -21,6 +21,7 @@ void attn_cudnn_plan_destroy(attn_cudnn_plan *pl) {
     if (pl->neg_inf_rows) cudaFree(pl->neg_inf_rows);
     if (pl->lens) cudaFree(pl->lens);
     if (pl->offs) cudaFree(pl->offs);
+    if (pl->last_run) cudaEventDestroy(pl->last_run);
     free(pl->fills);
     free(pl->cands);
     free(pl);

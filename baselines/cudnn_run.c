@@ -1,6 +1,7 @@
 /* Running a cuDNN baseline plan: the problem checked against the plan's, the run's pointers
- * bound, the variant pack kept while they stay the same, then the lens kernel, cuDNN, the
- * zero fills and LSE copies of sliced plans, and the fix kernel, all on the caller's stream. */
+ * bound, the variant pack kept while they stay the same, then, after the plan's last run
+ * (sdpa_run_begin), the lens kernel, cuDNN, the zero fills and LSE copies of sliced plans, and
+ * the fix kernel, all on the caller's stream. */
 #include "cudnn_sdpa_internal.h"
 
 #include <string.h>
@@ -114,6 +115,52 @@ int sdpa_update_vpack(attn_cudnn_plan *pl, void *const *ptrs, char *why, size_t 
     return 0;
 }
 
+/* Whether the plan's runs write buffers of the plan's own: the workspace (a backward plan's
+ * own, or any forward's), the statistics scratch, the lengths and offsets of the lens kernel. */
+static int writes_own_buffers(const attn_cudnn_plan *pl) {
+    return pl->stats || pl->run_lens || pl->own_ws || (!pl->bwd && pl->workspace_size > 0);
+}
+
+static int capturing(cudaStream_t stream, int *cap) {
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) return -1;
+    *cap = st != cudaStreamCaptureStatusNone;
+    return 0;
+}
+
+int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen) {
+    if (!writes_own_buffers(pl)) return 0;
+    if (!pl->last_run) { /* the plan's first run: nothing to wait for */
+        const cudaError_t e = cudaEventCreateWithFlags(&pl->last_run, cudaEventDisableTiming);
+        if (e != cudaSuccess) put(why, whylen, "cudaEventCreateWithFlags: %s", cudaGetErrorString(e));
+        return e == cudaSuccess ? 0 : -1;
+    }
+    int cap = 0;
+    cudaError_t e = capturing(stream, &cap) ? cudaGetLastError() : cudaSuccess;
+    /* the same stream outside capture: already in order */
+    if (e == cudaSuccess && (cap || stream != pl->last_stream))
+        e = cudaStreamWaitEvent(stream, pl->last_run, cap ? cudaEventWaitExternal : cudaEventWaitDefault);
+    if (e != cudaSuccess) {
+        put(why, whylen, "waiting for the plan's last run (cudaStreamWaitEvent): %s", cudaGetErrorString(e));
+        return -1;
+    }
+    return 0;
+}
+
+int sdpa_run_end(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen) {
+    if (!pl->last_run) return 0;
+    int cap = 0;
+    cudaError_t e = capturing(stream, &cap) ? cudaGetLastError() : cudaSuccess;
+    if (e == cudaSuccess)
+        e = cudaEventRecordWithFlags(pl->last_run, stream, cap ? cudaEventRecordExternal : cudaEventRecordDefault);
+    if (e != cudaSuccess) {
+        put(why, whylen, "recording the plan's run (cudaEventRecordWithFlags): %s", cudaGetErrorString(e));
+        return -1;
+    }
+    pl->last_stream = stream;
+    return 0;
+}
+
 int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream,
                         char *why, size_t whylen) {
     if (!pl || !p) {
@@ -143,6 +190,7 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
         sdpa_msg(c, why, whylen, st, "cudnnSetStream", "handle", NULL);
         return -1;
     }
+    if (sdpa_run_begin(pl, stream, why, whylen)) return -1;
     /* before cuDNN, on the same stream: the lengths and offsets it reads */
     cudaError_t ce = pl->run_lens ? sdpa_launch_lens(pl, p, stream) : cudaSuccess;
     if (ce != cudaSuccess) {
@@ -185,5 +233,5 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
         put(why, whylen, "launching the fix kernel: %s", cudaGetErrorString(ce));
         return -1;
     }
-    return 0;
+    return sdpa_run_end(pl, stream, why, whylen);
 }

@@ -190,11 +190,11 @@ int attn_cudnn_bwd_plan_run(attn_cudnn_plan *pl, const attn_bwd_params *p, cudaS
         sdpa_msg(c, why, whylen, st, "cudnnSetStream", "handle", NULL);
         return -1;
     }
-    if (before(pl, p, ws, stream, why, whylen)) return -1;
+    if (sdpa_run_begin(pl, stream, why, whylen) || before(pl, p, ws, stream, why, whylen)) return -1;
     st = c->f.Execute(c->handle, pl->exec_plan, pl->vpack);
     if (st != CUDNN_STATUS_SUCCESS) {
         sdpa_msg(c, why, whylen, st, "cudnnBackendExecute", pl->kind, NULL);
         return -1;
     }
-    return after(pl, p, stream, why, whylen);
+    return after(pl, p, stream, why, whylen) || sdpa_run_end(pl, stream, why, whylen) ? -1 : 0;
 }

@@ -131,7 +131,9 @@ const char *attn_cudnn_plan_kind(const attn_cudnn_plan *plan);
 /* Enqueues one forward on stream with p's pointers (the same problem as at create, see
  * attn_cudnn_plan_create; softmax_scale may differ) writing p->o. Pointers must be 16-byte
  * aligned (block_table and seqused_k included). Does not allocate device memory or
- * synchronize. 0, or non-zero with why. */
+ * synchronize. A run on another stream than the plan's last run (or into a graph being
+ * captured) waits for that run on the GPU: the plan's buffers are one per plan. 0, or
+ * non-zero with why. */
 int attn_cudnn_plan_run(attn_cudnn_plan *plan, const attn_fwd_params *p, cudaStream_t stream,
                         char *why, size_t whylen);
 

@@ -281,6 +281,11 @@ struct attn_cudnn_plan {
     int seq_kv_used;        /* seq_len_kv is p->seqused_k itself */
     int run_lens, run_fix;  /* launch the lens kernel before cuDNN, the fix kernel after */
 
+    /* runs of this plan in enqueue order (sdpa_run_begin / sdpa_run_end): completes after the
+     * last run, enqueued on last_stream; NULL before the first run that needs it */
+    cudaEvent_t last_run;
+    cudaStream_t last_stream;
+
     /* the variant pack of the last run, reused while pointers and scale stay the same */
     void *vpack;
     void *vpack_ptrs[MAX_UIDS];
@@ -509,6 +514,13 @@ int sdpa_plan_zero_fill(attn_cudnn_plan *pl, int64_t B, int64_t H, int64_t D, in
                         int64_t n);
 /* the current device's compute capability major, 0 when unknown */
 int sdpa_sm_major(void);
+/* A plan's runs share the buffers it writes (the workspace, statistics, lengths and offsets),
+ * so two runs must never overlap, also when enqueued on two streams (or one of them into a
+ * graph being captured): sdpa_run_begin makes `stream` wait for the plan's last run (an
+ * external event node under capture), sdpa_run_end records this one. Plans that write no
+ * buffer of their own enqueue nothing here. 0, or -1 with the reason in why (cudnn_run.c). */
+int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen);
+int sdpa_run_end(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen);
 /* the variant pack of ptrs, the workspace and the scale, kept while they stay the same (cudnn_run.c) */
 int sdpa_update_vpack(attn_cudnn_plan *pl, void *const *ptrs, char *why, size_t whylen);
 /* a and b are the same problem for a plan: shape, strides, dtype, masks, layout arrays given */

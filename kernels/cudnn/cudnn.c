@@ -12,8 +12,9 @@
  * into cuDNN's lengths and ragged offsets, cuDNN executes, and the rows that see no key are
  * zero-filled (O) and set to -inf (LSE) by async memset/copy nodes or a helper kernel, which
  * also lays a packed LSE out as [heads][total_q]. Thread safety: none (the cache is not
- * locked); and one problem's plan must not run on two streams at once (its workspace,
- * lengths and statistics buffers are the plan's, shared by concurrent runs). A problem with
+ * locked). Calls on two streams at once are right: a plan's runs, which share its workspace,
+ * lengths and statistics buffers, are ordered across streams by an event (the contract check
+ * 'concurrent' found them overlapping before). A problem with
  * window_right 0, no left bound and no causal flag is taken as causal (attn_abi.h: the same
  * problem).
  *
