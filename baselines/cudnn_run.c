@@ -121,11 +121,12 @@ static int writes_own_buffers(const attn_cudnn_plan *pl) {
     return pl->stats || pl->run_lens || pl->own_ws || (!pl->bwd && pl->workspace_size > 0);
 }
 
-static int capturing(cudaStream_t stream, int *cap) {
+/* *cap: whether stream is capturing a graph */
+static cudaError_t capture_state(cudaStream_t stream, int *cap) {
     enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) return -1;
+    const cudaError_t e = cudaStreamIsCapturing(stream, &st);
     *cap = st != cudaStreamCaptureStatusNone;
-    return 0;
+    return e;
 }
 
 int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen) {
@@ -136,7 +137,7 @@ int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t w
         return e == cudaSuccess ? 0 : -1;
     }
     int cap = 0;
-    cudaError_t e = capturing(stream, &cap) ? cudaGetLastError() : cudaSuccess;
+    cudaError_t e = capture_state(stream, &cap);
     /* the same stream outside capture: already in order */
     if (e == cudaSuccess && (cap || stream != pl->last_stream))
         e = cudaStreamWaitEvent(stream, pl->last_run, cap ? cudaEventWaitExternal : cudaEventWaitDefault);
@@ -150,7 +151,7 @@ int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t w
 int sdpa_run_end(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen) {
     if (!pl->last_run) return 0;
     int cap = 0;
-    cudaError_t e = capturing(stream, &cap) ? cudaGetLastError() : cudaSuccess;
+    cudaError_t e = capture_state(stream, &cap);
     if (e == cudaSuccess)
         e = cudaEventRecordWithFlags(pl->last_run, stream, cap ? cudaEventRecordExternal : cudaEventRecordDefault);
     if (e != cudaSuccess) {

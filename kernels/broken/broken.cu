@@ -87,8 +87,8 @@ enum {
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
 constexpr int kernel_bug(int bug) {
     return bug == BUG_OWN_STREAM || bug == BUG_HOST_SYNC || bug == BUG_ALLOC_IN_FWD ||
-                   bug == BUG_CACHED_SHAPE || bug == BUG_SHARED_WORKSPACE || bug == BUG_TIMING_CHEAT || bug == BUG_Q_SCALED_IN_PLACE ||
-                   bug == BUG_K_SCALED_AND_BACK
+                   bug == BUG_CACHED_SHAPE || bug == BUG_SHARED_WORKSPACE || bug == BUG_TIMING_CHEAT ||
+                   bug == BUG_Q_SCALED_IN_PLACE || bug == BUG_K_SCALED_AND_BACK
                ? BUG_NONE
                : bug;
 }

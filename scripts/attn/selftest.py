@@ -40,8 +40,8 @@ PROG = "selftest"
 # the check names come from the check table (attn_shapes --checks-json): the correctness
 # group's, then the kernel contract's (stream_order, graph_capture, interleaved and concurrent
 # catch the broken kernels whose numbers are right: own stream, host sync, allocation in fwd, a
-# shape cached across calls, a workspace shared by every call), then the packed batches' own ('packed': only a packed case runs it,
-# and a packed case runs only it and inputs_unchanged)
+# shape cached across calls, a workspace shared by every call), then the packed batches' own
+# ('packed': only a packed case runs it, and a packed case runs only it and inputs_unchanged)
 CONTRACT_GROUPS = ("correctness", "contract")
 # the backward's checks and its contract, on the same matrix (backward/<dtype>/d<D>/<mask>) and
 # the features' pairwise rows: a kernel without bwd has those cases not supported, unlaunched
