@@ -15,7 +15,9 @@
  * A problem that breaks a rule marked "invalid" below is never given to a kernel (the
  * harness checks every rule first: harness/problem.c), so a kernel may assume it holds.
  * fwd writes o and lse only: q, k, v and the layout arrays (cu_seqlens, block_table,
- * seqused_k) are the caller's, left bit for bit as they were (check inputs_unchanged). */
+ * seqused_k) are the caller's, left bit for bit as they were (check inputs_unchanged). Calls
+ * enqueued on two streams may run at the same time: device memory a kernel keeps across
+ * calls must not be written by two of them at once (check concurrent). */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 
