@@ -102,11 +102,7 @@ START_TEST(stream_ordered) {
 END_TEST
 
 int main(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-        printf("SKIPPED: no CUDA GPU\n");
-        return ATTN_EXIT_SKIP;
-    }
+    if (attn_unit_no_gpu()) return ATTN_EXIT_SKIP;
     printf("device memory from %s\n", pool_on() ? "the harness's pool" : "cudaMalloc (ATTN_DEVICE_POOL=0)");
     Suite *su = suite_create("device_memory");
     TCase *tc = tcase_create("device_memory");

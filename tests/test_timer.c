@@ -68,11 +68,7 @@ START_TEST(flush_leaves_the_l2_clean) {
 END_TEST
 
 int main(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-        printf("SKIPPED: no CUDA GPU\n");
-        return ATTN_EXIT_SKIP;
-    }
+    if (attn_unit_no_gpu()) return ATTN_EXIT_SKIP;
     Suite *su = suite_create("timer");
     TCase *tc = tcase_create("timer");
     tcase_set_timeout(tc, 120);

@@ -27,6 +27,17 @@ static inline int attn_unit_run_in_process(Suite *s) {
     return failed != 0;
 }
 
+#ifdef CUDART_VERSION /* the GPU tests (cuda_runtime_api.h included before this header) */
+#include <stdio.h>
+/* 1 after saying so when no CUDA GPU is visible: the test then exits ATTN_EXIT_SKIP (77) */
+static inline int attn_unit_no_gpu(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) return 0;
+    printf("SKIPPED: no CUDA GPU\n");
+    return 1;
+}
+#endif
+
 /* Writes `text` to a new file under /tmp; its path goes to path (64 bytes). */
 static inline const char *attn_unit_temp_file(char *path, const char *text) {
     strcpy(path, "/tmp/attn_unit_XXXXXX");
