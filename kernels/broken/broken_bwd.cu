@@ -48,6 +48,8 @@ enum {
     BUG_O_CLEARED,             /* O's row zeroed in the caller's buffer once D is taken */
     BUG_SCALE_IGNORED,         /* 1/sqrt(head_dim) instead of softmax_scale in dQ and dK */
     BUG_KEYLESS_DQ_UNWRITTEN,  /* a query row that sees no key leaves its dQ unwritten */
+    BUG_SHARED_ROW_SUMS,       /* D_i = dO.O kept in a buffer made once and shared by every
+                                  call, not in the caller's workspace */
 };
 
 constexpr int kWarpsPerBlock = 4; /* rows per block */
@@ -359,6 +361,21 @@ int launch(const attn_fwd_params *p, const attn_bwd_params *g, cudaStream_t stre
     if (blocks_1 > 0x7fffffff || blocks_2 > 0x7fffffff) return ATTN_UNSUPPORTED;
     const int group = p->heads / p->heads_k, D = p->head_dim, Dv = p->head_dim_v;
     float *ws = (float *)g->workspace;
+    if constexpr (BUG == BUG_SHARED_ROW_SUMS) {
+        /* BUG: the row sums D_i (kernel 1 writes them, kernel 2 reads them) in a buffer made at
+         * the first call and grown when a call needs more, as a plan's scratch often is: right
+         * for calls one after another, on any stream and under capture, but two calls at once
+         * on two streams read each other's */
+        static float *shared;
+        static size_t shared_rows;
+        if ((size_t)rows_q > shared_rows) {
+            if (shared) cudaFree(shared);
+            shared = nullptr, shared_rows = 0;
+            if (cudaMalloc((void **)&shared, (size_t)rows_q * sizeof(float)) != cudaSuccess) return kErr;
+            shared_rows = (size_t)rows_q;
+        }
+        ws = shared;
+    }
     constexpr unsigned kThreads = kWarpsPerBlock * 32;
     if (BUG == BUG_DQ_ATOMIC && rows_q > 0 && /* the accumulator zeroed, as it must be */
         cudaMemsetAsync(ws + rows_q, 0, (size_t)rows_q * D * sizeof(float), stream) != cudaSuccess)
@@ -440,6 +457,7 @@ const attn_kernel table[] = {
     BROKEN_BWD("broken_bwd_o_cleared", BUG_O_CLEARED),
     BROKEN_BWD("broken_bwd_scale_ignored", BUG_SCALE_IGNORED),
     BROKEN_BWD("broken_bwd_keyless_dq_unwritten", BUG_KEYLESS_DQ_UNWRITTEN),
+    BROKEN_BWD("broken_bwd_shared_row_sums", BUG_SHARED_ROW_SUMS),
 };
 #undef BROKEN_BWD
 

@@ -397,3 +397,56 @@ outcome check_bwd_scale(check_ctx *c) {
     attn_bwd_problem_free(&x);
     return oc;
 }
+
+/* 26. bwd on two streams at once: problems A and B (the case's shape, each its own buffers,
+ * inputs and workspace) enqueued CONCURRENT_CALLS times each, A on one non-blocking stream and B
+ * on another, both held until released together (check_concurrent's, for bwd); every gradient
+ * judged. A kernel whose calls share device memory of its own (an accumulator or row sums kept
+ * across calls instead of in the caller's workspace) mixes the two problems. */
+outcome check_bwd_concurrent(check_ctx *c) {
+    attn_bwd_problem x[2];
+    memset(x, 0, sizeof x);
+    attn_problem_desc d[2];
+    d[0] = case_problem(c, CHECK_NO_bwd_concurrent);
+    d[1] = d[0], d[1].seed = d[0].seed + 1;
+    say_header(c, "bwd_concurrent", &d[0]);
+    concurrent_streams cs;
+    memset(&cs, 0, sizeof cs);
+    outcome oc = CHECK_FAIL;
+    char err[1024];
+    for (int i = 0; i < 2; i++)
+        if (build_bwd(c, &x[i], &d[i], NULL, 0, &oc)) goto done;
+    oc = CHECK_FAIL;
+    launch_result lr = run_bwd(c, &x[0]); /* the warm-up, outside the gates */
+    if (lr != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto done;
+    }
+    if (concurrent_hold(c, &cs)) goto done;
+    for (int i = 0; i < 2; i++)
+        if (attn_bwd_problem_poison(&x[i], ATTN_BWD_OUTPUTS, cs.s[i], err, sizeof err)) {
+            say(c, "  %s\n", err);
+            goto done;
+        }
+    for (int call = 0; call < CONCURRENT_CALLS && lr == LAUNCH_OK; call++)
+        for (int i = 0; i < 2 && lr == LAUNCH_OK; i++) lr = bwd_result(c, c->kernel->bwd(&x[i].bp, cs.s[i]));
+    concurrent_release(&cs);
+    const launch_result w = concurrent_wait(c, &cs);
+    if (lr == LAUNCH_OK) lr = w;
+    if (lr != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto done;
+    }
+    if (judge_grads(c, &x[0], "problem A (stream 1)") || judge_grads(c, &x[1], "problem B (stream 2)")) {
+        say(c, "  %d calls of problem A on one stream and %d of B (new inputs) on another ran at once (both "
+            "streams held, then released together): the calls share device state of the kernel's own (an "
+            "accumulator or row sums kept across calls, not in the caller's workspace)\n", CONCURRENT_CALLS,
+            CONCURRENT_CALLS);
+        goto done;
+    }
+    oc = CHECK_PASS;
+done:
+    concurrent_free(&cs);
+    for (int i = 0; i < 2; i++) attn_bwd_problem_free(&x[i]);
+    return oc;
+}

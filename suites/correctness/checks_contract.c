@@ -223,11 +223,10 @@ outcome check_launch(check_ctx *c) {
 }
 
 /* 25. calls on two streams at once: problems A and B (the case's shape, each its own buffers
- * and inputs) enqueued kConcurrentCalls times each, A on one non-blocking stream and B on
+ * and inputs) enqueued CONCURRENT_CALLS times each, A on one non-blocking stream and B on
  * another, both behind shut gates that open together, so that the launches overlap on the GPU;
  * each output verified. A kernel whose calls share device memory (a workspace, split-KV
  * partials or arrival counters kept across calls) mixes the two problems. */
-enum { kConcurrentCalls = 3 };
 outcome check_concurrent(check_ctx *c) {
     attn_gpu_problem x[2];
     memset(x, 0, sizeof x);
@@ -235,8 +234,8 @@ outcome check_concurrent(check_ctx *c) {
     d[0] = case_problem(c, CHECK_NO_concurrent);
     d[1] = d[0], d[1].seed = d[0].seed + 1;
     say_header(c, "concurrent", &d[0]);
-    cudaStream_t s[2] = {NULL, NULL};
-    attn_gate *gate[2] = {NULL, NULL};
+    concurrent_streams cs;
+    memset(&cs, 0, sizeof cs);
     outcome oc = CHECK_FAIL;
     char err[1024];
     for (int i = 0; i < 2; i++)
@@ -247,49 +246,31 @@ outcome check_concurrent(check_ctx *c) {
         oc = launch_outcome(lr);
         goto done;
     }
-    if (cudaStreamSynchronize(c->stream) != cudaSuccess) goto cuda_failed;
+    if (concurrent_hold(c, &cs)) goto done;
     for (int i = 0; i < 2; i++)
-        if (cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking) != cudaSuccess ||
-            attn_gate_create(&gate[i]) != cudaSuccess || attn_gate_shut(gate[i], s[i], GATE_TIMEOUT_S) != cudaSuccess)
-            goto cuda_failed;
-    for (int i = 0; i < 2; i++)
-        if (attn_gpu_problem_poison_outputs(&x[i], s[i], err, sizeof err)) {
+        if (attn_gpu_problem_poison_outputs(&x[i], cs.s[i], err, sizeof err)) {
             say(c, "  %s\n", err);
             goto done;
         }
-    for (int call = 0; call < kConcurrentCalls && lr == LAUNCH_OK; call++)
-        for (int i = 0; i < 2 && lr == LAUNCH_OK; i++) lr = fwd_result(c, &x[i], c->kernel->fwd(&x[i].p, s[i]));
-    attn_gate_open(gate[0]), attn_gate_open(gate[1]);
-    for (int i = 0; i < 2; i++) {
-        const launch_result w = wait_kernel(c, s[i]);
-        if (lr == LAUNCH_OK) lr = w;
-    }
+    for (int call = 0; call < CONCURRENT_CALLS && lr == LAUNCH_OK; call++)
+        for (int i = 0; i < 2 && lr == LAUNCH_OK; i++) lr = fwd_result(c, &x[i], c->kernel->fwd(&x[i].p, cs.s[i]));
+    concurrent_release(&cs);
+    const launch_result w = concurrent_wait(c, &cs);
+    if (lr == LAUNCH_OK) lr = w;
     if (lr != LAUNCH_OK) {
         oc = launch_outcome(lr);
         goto done;
     }
     for (int i = 0; i < 2; i++) verify_inputs(c, &x[i], "concurrent");
-    if (attn_gate_timed_out(gate[0]) || attn_gate_timed_out(gate[1])) {
-        say(c, "  fwd did not return while its stream was held (a gate opened by its %d s timeout): fwd waits "
-            "for the GPU (see stream_order)\n", GATE_TIMEOUT_S);
-        goto done;
-    }
     if (judge_all(c, &x[0], "problem A (stream 1)") || judge_all(c, &x[1], "problem B (stream 2)")) {
         say(c, "  %d calls of problem A on one stream and %d of B (new inputs) on another ran at once (both "
             "streams held, then released together): the calls share device state (a workspace, partials or "
-            "counters kept across calls rather than per call)\n", kConcurrentCalls, kConcurrentCalls);
+            "counters kept across calls rather than per call)\n", CONCURRENT_CALLS, CONCURRENT_CALLS);
         goto done;
     }
     oc = CHECK_PASS;
-    goto done;
-cuda_failed:
-    say(c, "  setting up the streams and gates failed: %s\n", cudaGetErrorString(cudaGetLastError()));
 done:
-    for (int i = 0; i < 2; i++) {
-        if (gate[i]) attn_gate_open(gate[i]); /* a gate left shut by an early exit */
-        if (s[i]) cudaStreamSynchronize(s[i]), cudaStreamDestroy(s[i]);
-        attn_gate_destroy(gate[i]);
-        attn_gpu_problem_free(&x[i]);
-    }
+    concurrent_free(&cs);
+    for (int i = 0; i < 2; i++) attn_gpu_problem_free(&x[i]);
     return oc;
 }

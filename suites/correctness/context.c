@@ -212,3 +212,44 @@ int judge_all(check_ctx *c, const attn_gpu_problem *x, const char *what) {
     snprintf(w, sizeof w, "%s: lse", what);
     return bad | judge_lse(c, x, w, NULL);
 }
+
+int concurrent_hold(check_ctx *c, concurrent_streams *cs) {
+    memset(cs, 0, sizeof *cs);
+    if (cudaStreamSynchronize(c->stream) != cudaSuccess) goto failed;
+    for (int i = 0; i < 2; i++)
+        if (cudaStreamCreateWithFlags(&cs->s[i], cudaStreamNonBlocking) != cudaSuccess ||
+            attn_gate_create(&cs->gate[i]) != cudaSuccess || attn_gate_shut(cs->gate[i], cs->s[i], GATE_TIMEOUT_S) != cudaSuccess)
+            goto failed;
+    return 0;
+failed:
+    say(c, "  setting up the two held streams failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 1;
+}
+
+void concurrent_release(concurrent_streams *cs) {
+    for (int i = 0; i < 2; i++)
+        if (cs->gate[i]) attn_gate_open(cs->gate[i]);
+}
+
+launch_result concurrent_wait(check_ctx *c, concurrent_streams *cs) {
+    launch_result lr = LAUNCH_OK;
+    for (int i = 0; i < 2; i++) {
+        const launch_result w = wait_kernel(c, cs->s[i]);
+        if (lr == LAUNCH_OK) lr = w;
+    }
+    if (lr == LAUNCH_OK && (attn_gate_timed_out(cs->gate[0]) || attn_gate_timed_out(cs->gate[1]))) {
+        say(c, "  a call did not return while its stream was held (a gate opened by its %d s timeout): it waits "
+            "for the GPU (see stream_order)\n", GATE_TIMEOUT_S);
+        lr = LAUNCH_FAILED;
+    }
+    return lr;
+}
+
+void concurrent_free(concurrent_streams *cs) {
+    concurrent_release(cs); /* a gate left shut by an early exit */
+    for (int i = 0; i < 2; i++) {
+        if (cs->s[i]) cudaStreamSynchronize(cs->s[i]), cudaStreamDestroy(cs->s[i]);
+        attn_gate_destroy(cs->gate[i]);
+        cs->s[i] = NULL, cs->gate[i] = NULL;
+    }
+}

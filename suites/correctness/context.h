@@ -108,4 +108,20 @@ int judge_all(check_ctx *c, const attn_gpu_problem *x, const char *what);
 /* (b, h, s, d) of logical element `i` of O */
 void where(const attn_gpu_problem *x, size_t i, int *b, int *h, int *s, int *d);
 
+/* The concurrent checks' two streams (concurrent, bwd_concurrent): non-blocking, each held by
+ * a shut gate until concurrent_release opens both at once, so that the calls enqueued on them
+ * start together. concurrent_hold: 0, or 1 said (after c->stream is drained). */
+typedef struct {
+    cudaStream_t s[2];
+    struct attn_gate *gate[2];
+} concurrent_streams;
+enum { CONCURRENT_CALLS = 3 }; /* calls of each problem, each on its stream */
+int concurrent_hold(check_ctx *c, concurrent_streams *cs);
+void concurrent_release(concurrent_streams *cs);
+/* both streams drained: LAUNCH_OK, or the first failure (said); a gate that opened by its
+ * timeout (a call that waited for the GPU) is said and fails */
+launch_result concurrent_wait(check_ctx *c, concurrent_streams *cs);
+/* opens any gate still shut, drains and destroys the streams */
+void concurrent_free(concurrent_streams *cs);
+
 #endif
