@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A new GPU's thresholds file (README, "Adding a GPU"), made on that GPU in one command:
-#   scripts/add_gpu.sh [--build DIR] [--kernels K1,K2] [--no-tune] [--setup-only] [--cmake ARG]... [-- CTEST ARGS...]
+#   scripts/add_gpu.sh [--build DIR] [--kernels K1,K2] [--no-tune] [--setup-only] [--time-limit S]
+#                      [--cmake ARG]... [-- CTEST ARGS...]
 # 1. configures and builds DIR (default build-gpu; --cmake passes one argument to cmake, e.g.
 #    --cmake -DCMAKE_CUDA_ARCHITECTURES=90a);
 # 2. thresholds/<gpu>.ini with its [gpu] and [peaks] (attn_calibrate --write), where missing;
@@ -18,22 +19,29 @@
 #    to commit.
 # A kernel's sections come from the run that measured it, the other kernels' stay: where one
 # run of every kernel (an H100: about 40 minutes) is longer than a machine is held, run it
-# kernel by kernel (--kernels hopper, then --kernels flash2, ...).
-# Exit 0 done, 1 a step failed, 2 bad arguments, 77 no GPU.
+# kernel by kernel (--kernels hopper, then --kernels flash2, ...). --time-limit S stops the
+# benchmarks after S seconds (where a command may run less than a kernel's run takes): the tests
+# that finished are collected into a part, the command for the rest is printed, and no minimums
+# are written (join the parts with scripts/results.py merge, then set_thresholds.py on it).
+# Exit 0 done, 1 a step failed, 2 bad arguments, 3 a part written (--time-limit), 77 no GPU.
 set -uo pipefail
-usage() { echo "usage: $0 [--build DIR] [--kernels K1,K2] [--no-tune] [--setup-only] [--cmake ARG]... [-- CTEST ARGS...]"; }
+usage() {
+  echo "usage: $0 [--build DIR] [--kernels K1,K2] [--no-tune] [--setup-only] [--time-limit S] [--cmake ARG]... [-- CTEST ARGS...]"
+}
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   usage
   sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
   exit 0
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build-gpu kernels="" tune=1 setup_only=0 tuned="" cmake_args=() ctest_args=()
+build=$root/build-gpu kernels="" tune=1 setup_only=0 tuned="" limit="" cmake_args=() ctest_args=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --build|--kernels|--cmake)
+    --build|--kernels|--cmake|--time-limit)
       [ $# -ge 2 ] && [ -n "$2" ] || { echo "add_gpu: $1 needs a value" >&2; usage >&2; exit 2; }
-      case $1 in --build) build=$2 ;; --kernels) kernels=$2 ;; --cmake) cmake_args+=("$2") ;; esac
+      case $1 in
+        --build) build=$2 ;; --kernels) kernels=$2 ;; --cmake) cmake_args+=("$2") ;; --time-limit) limit=$2 ;;
+      esac
       shift 2 ;;
     --no-tune) tune=0; shift ;;
     --setup-only) setup_only=1; shift ;;
@@ -43,6 +51,10 @@ while [ $# -gt 0 ]; do
 done
 if [ -n "$kernels" ] && ! [[ $kernels =~ ^[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*$ ]]; then
   echo "add_gpu: --kernels '$kernels': expected kernel names separated by commas" >&2
+  exit 2
+fi
+if [ -n "$limit" ] && ! [[ $limit =~ ^[1-9][0-9]*$ ]]; then
+  echo "add_gpu: --time-limit '$limit': expected a whole number of seconds above 0" >&2
   exit 2
 fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -85,8 +97,29 @@ filter=()
 echo "== benchmarks: ctest -L benchmark ${filter[*]} ${ctest_args[*]}"
 stamp=$(mktemp)
 trap 'rm -f "$stamp"' EXIT
-ctest --test-dir "$build" -L benchmark "${filter[@]}" "${ctest_args[@]}" --output-junit "$build/add_gpu.junit.xml"
+${limit:+timeout "$limit"} ctest --test-dir "$build" -L benchmark "${filter[@]}" "${ctest_args[@]}" \
+  --output-junit "$build/add_gpu.junit.xml"
 rc=$?
+if [ -n "$limit" ] && [ $rc -eq 124 ]; then
+  echo "== --time-limit $limit s reached: the tests that finished collected into a part"
+  ctest --test-dir "$build" -R '^benchmark/collect$' >/dev/null
+  part=$(find "$root/results" -path "*/benchmarks/20*.json" -newer "$stamp" | sort | tail -1)
+  [ -n "$part" ] || { echo "add_gpu: no test finished within $limit s: no part written" >&2; exit 1; }
+  ctest --test-dir "$build" -N -L benchmark "${filter[@]}" "${ctest_args[@]}" >"$build/add_gpu.selected.txt"
+  python3 - "$root/scripts" "$part" "$build/add_gpu.selected.txt" <<'PY' || exit 1
+import re, sys
+sys.path.insert(0, sys.argv[1])
+from attn.schema import load_results
+done = {t["test"] for t in load_results(sys.argv[2], "add_gpu", test=["test"])["tests"]}
+selected = re.findall(r"Test +#\d+: (\S+)", open(sys.argv[3]).read())
+rest = [t for t in selected if t not in done and t not in ("benchmark/prepare", "benchmark/collect")]
+print(f"add_gpu: part {sys.argv[2]} ({len(done)} tests); {len(rest)} not run. The rest, in the same build:")
+print("  scripts/add_gpu.sh <the same options> -- -R '^(" + "|".join(re.escape(t) for t in rest) + ")$'")
+PY
+  echo "add_gpu: no minimums written: join the parts (scripts/results.py merge OUT PART...), then"
+  echo "  scripts/set_thresholds.py OUT --kernel K --margins thresholds/margins.txt"
+  exit 3
+fi
 run=$(find "$root/results" -path "*/benchmarks/20*.json" -newer "$stamp" | sort | tail -1)
 if [ $rc -ne 0 ]; then
   echo "add_gpu: a benchmark failed or did not run (above; $build/add_gpu.junit.xml): no minimums written" >&2
