@@ -100,17 +100,18 @@ static unsigned long long touched(check_ctx *c, const void *buf, size_t from, si
 
 /* The bytes outside O and the LSE, and O's padding, that lost their poison, said. */
 static int count_guards_written(check_ctx *c, const attn_gpu_problem *x) {
-    const size_t G = ATTN_GUARD_BYTES, OG = attn_gpu_problem_lead(x, ATTN_T_O); /* O's: 2 more when shifted */
+    const size_t G = ATTN_GUARD_BYTES;
     const attn_strides *os = &x->st[ATTN_T_O];
     const void *ob = x->buf[ATTN_T_O], *lb = x->buf[ATTN_T_LSE];
     size_t first = 0, bad = 0;
     unsigned long long n;
     size_t obytes = (size_t)os->extent * 2;
-    if ((n = touched(c, ob, 0, OG, &first)))
-        bad++, say(c, "  %llu bytes written in the %zu bytes before O (nearest at O-%zu)\n", n, OG, OG - first);
-    if ((n = touched(c, ob, OG + obytes, x->bytes[ATTN_T_O], &first)))
-        bad++, say(c, "  %llu bytes written in the %zu bytes after O's last element (first at end+%zu)\n", n, OG,
-                   first - OG - obytes);
+    if ((n = touched(c, ob, 0, G, &first)))
+        bad++, say(c, "  %llu bytes written in the %d bytes before O (nearest at O-%zu)\n", n, ATTN_GUARD_BYTES,
+                   G - first);
+    if ((n = touched(c, ob, G + obytes, x->bytes[ATTN_T_O], &first)))
+        bad++, say(c, "  %llu bytes written in the %d bytes after O's last element (first at end+%zu)\n", n,
+                   ATTN_GUARD_BYTES, first - G - obytes);
     /* padding: elements of each row past heads*head_dim */
     attn_match pad;
     if (attn_count_padding_written(x->p.o, os->extent, os->row, (int64_t)x->desc.heads * x->desc.head_dim_v, &pad,
@@ -163,7 +164,7 @@ static outcome second_launch(check_ctx *c, attn_gpu_problem *x, const attn_gpu_s
     unsigned long long nl = differing(c, first->buf[ATTN_T_LSE], x->buf[ATTN_T_LSE], x->bytes[ATTN_T_LSE], &fl);
     if (no)
         say(c, "  O differs between two launches on the same inputs in %llu bytes (first at "
-            "byte %zd from O's start)\n", no, (ssize_t)fo - (ssize_t)attn_gpu_problem_lead(x, ATTN_T_O));
+            "byte %zd from O's start)\n", no, (ssize_t)fo - ATTN_GUARD_BYTES);
     if (nl) say(c, "  LSE differs between two launches in %llu bytes\n", nl);
     return no || nl ? CHECK_FAIL : CHECK_PASS;
 }
@@ -229,71 +230,6 @@ outcome check_layouts(check_ctx *c) {
         attn_gpu_problem_free(&x);
     }
     return oc;
-}
-
-/* One problem of a check that a kernel may decline (unaligned, broadcast): the header and what
- * the problem is, build, launch. ATTN_UNSUPPORTED passes (declining is allowed; the case is not
- * called unsupported for it); else the references, a second launch, the inputs verified, O and
- * the LSE judged, and the bytes around O and between its rows (a kernel that declines costs no
- * reference). */
-static outcome declinable(check_ctx *c, const attn_problem_desc *d, const char *check, const char *what) {
-    char kept[sizeof c->unsupported];
-    memcpy(kept, c->unsupported, sizeof kept);
-    say_header(c, check, d);
-    say(c, "  %s\n", what);
-    attn_gpu_problem x;
-    outcome oc = CHECK_FAIL;
-    if (!build_problem(c, &x, d)) {
-        const launch_result lr = run_kernel(c, &x);
-        if (lr == LAUNCH_UNSUPPORTED)
-            oc = CHECK_PASS;
-        else if (lr == LAUNCH_OK && !problem_references(c, &x) && run_kernel(c, &x) == LAUNCH_OK) {
-            verify_inputs(c, &x, check);
-            oc = judge_output(c, &x, what) | judge_lse(c, &x, what, NULL) | count_guards_written(c, &x) ? CHECK_FAIL
-                                                                                                      : CHECK_PASS;
-        }
-    }
-    attn_gpu_problem_free(&x);
-    memcpy(c->unsupported, kept, sizeof kept);
-    return oc;
-}
-
-/* 27. Layouts a real caller passes that are not 16-byte aligned (the ABI sets no alignment rule):
- * one tensor with an odd row stride (BSHD+1: every other row starts 2 bytes past a 4-byte
- * boundary), then with its base 2 bytes past a 16-byte boundary (a slice's pointer); the others
- * BSHD. The tensor is the case's pick, so that the matrix gives each of Q, K, V and O both (a
- * kernel that checks the alignment of some tensors and assumes it of the others). Right, or
- * declined. Vector accesses that assume alignment fault, or read and write the wrong elements. */
-outcome check_unaligned(check_ctx *c) {
-    static const char *const names[] = {"Q", "K", "V", "O"};
-    const test_case *tc = c->tc;
-    /* for each shape, the four (dtype, head dim) pairs pick the four tensors */
-    const attn_tensor_id t = (attn_tensor_id)((tc->dtype + 2 * (tc->head_dim > 64) + tc->seqlen_q + tc->seqlen_k) % 4);
-    char what[128];
-    attn_problem_desc d = case_problem(c, CHECK_NO_unaligned);
-    d.layout[t] = ATTN_LAYOUT_BSHD_ODD;
-    snprintf(what, sizeof what, "%s with an odd row stride (BSHD+1), the others BSHD", names[t]);
-    outcome oc = declinable(c, &d, "unaligned", what);
-    if (oc != CHECK_PASS) return oc;
-    d = case_problem(c, CHECK_NO_unaligned + 16);
-    d.shifted = ATTN_TENSOR_BIT(t);
-    snprintf(what, sizeof what, "%s's base 2 bytes past a 16-byte boundary, the others aligned", names[t]);
-    return declinable(c, &d, "unaligned", what);
-}
-
-/* 29. K and V broadcast, as a caller's expand() gives them (the ABI allows a batch or head stride
- * of 0): first over the heads (head stride 0: every query head reads one KV head's memory), then
- * over the batch (batch stride 0: a prefix every sequence shares). Right, or declined. A kernel
- * that takes a zero stride for "not given" and puts a dense stride in its place reads past the
- * tensor. */
-outcome check_broadcast(check_ctx *c) {
-    attn_problem_desc d = case_problem(c, CHECK_NO_broadcast);
-    d.layout[ATTN_T_K] = d.layout[ATTN_T_V] = ATTN_LAYOUT_HEADS_BCAST;
-    outcome oc = declinable(c, &d, "broadcast", "K and V broadcast over the heads (head stride 0)");
-    if (oc != CHECK_PASS) return oc;
-    d = case_problem(c, CHECK_NO_broadcast + 16);
-    d.layout[ATTN_T_K] = d.layout[ATTN_T_V] = ATTN_LAYOUT_BATCH_BCAST;
-    return declinable(c, &d, "broadcast", "K and V broadcast over the batch (batch stride 0)");
 }
 
 /* 8. the LSE against the golden LSE; a kernel that writes no LSE at all is "not supported"
