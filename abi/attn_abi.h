@@ -17,7 +17,9 @@
  * fwd writes o and lse only: q, k, v and the layout arrays (cu_seqlens, block_table,
  * seqused_k) are the caller's, left bit for bit as they were (check inputs_unchanged). Calls
  * enqueued on two streams may run at the same time: device memory a kernel keeps across
- * calls must not be written by two of them at once (check concurrent). */
+ * calls must not be written by two of them at once (check concurrent). Pointers and strides
+ * carry no alignment rule (a slice of a larger tensor may start anywhere): a kernel that needs
+ * one returns ATTN_UNSUPPORTED where it does not hold (check unaligned). */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 

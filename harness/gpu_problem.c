@@ -91,8 +91,12 @@ attn_tensor_view attn_gpu_problem_view(const attn_gpu_problem *x, attn_tensor_id
     return v;
 }
 
+size_t attn_gpu_problem_lead(const attn_gpu_problem *x, attn_tensor_id t) {
+    return ATTN_GUARD_BYTES + (t <= ATTN_T_O && (x->desc.shifted & ATTN_TENSOR_BIT(t)) ? 2 : 0);
+}
+
 void *attn_gpu_problem_data(const attn_gpu_problem *x, attn_tensor_id t) {
-    return x->buf[t] ? (char *)x->buf[t] + ATTN_GUARD_BYTES : NULL;
+    return x->buf[t] ? (char *)x->buf[t] + attn_gpu_problem_lead(x, t) : NULL;
 }
 
 /* ------------------------------------------------------------------ planning ---- */
@@ -216,7 +220,8 @@ static int upload_i32(int32_t **dst, const int32_t *src, size_t n, char *err, si
 }
 
 static int allocate(attn_gpu_problem *x, char *err, size_t errlen) {
-    for (int t = 0; t < 4; t++) x->bytes[t] = 2 * ATTN_GUARD_BYTES + (size_t)x->st[t].extent * 2;
+    for (int t = 0; t < 4; t++) /* as much after the data as before it (the guard checks' rule) */
+        x->bytes[t] = 2 * attn_gpu_problem_lead(x, (attn_tensor_id)t) + (size_t)x->st[t].extent * 2;
     for (int t = 0; t < ATTN_N_TENSORS; t++) GP_TRY(attn_dev_malloc(&x->buf[t], x->bytes[t]));
     const int nseq = x->desc.nseq;
     if (nseq == 0) return 0;
@@ -394,7 +399,8 @@ static int tensor_changes(const attn_gpu_problem *x, attn_tensor_id t, attn_inpu
     const attn_tensor_view v = attn_gpu_problem_view(x, t);
     const float sigma = t == ATTN_T_V ? x->desc.sigma_v : x->desc.sigma_qk;
     attn_fill_diff d;
-    GP_TRY(attn_diff_fill_view(x->buf[t], x->bytes[t], ATTN_GUARD_BYTES, x->desc.dtype, &v,
+    const size_t lead = attn_gpu_problem_lead(x, t);
+    GP_TRY(attn_diff_fill_view(x->buf[t], x->bytes[t], lead, x->desc.dtype, &v,
                                x->desc.seed + (uint64_t)t * ATTN_TENSOR_SEED_STEP, sigma, ATTN_POISON, &d, stream));
     memset(ch, 0, sizeof *ch);
     ch->name = names[t], ch->tensor = t;
@@ -402,7 +408,7 @@ static int tensor_changes(const attn_gpu_problem *x, attn_tensor_id t, attn_inpu
     ch->total = (unsigned long long)v.batch * v.heads * v.seq * v.dim;
     if (d.count) ch->now = attn_peek_view_bits(attn_gpu_problem_data(x, t), &v, d.first);
     ch->guard_count = d.guard_count;
-    ch->guard_first = (long long)d.guard_first - ATTN_GUARD_BYTES;
+    ch->guard_first = (long long)d.guard_first - (long long)lead;
     return 0;
 }
 
@@ -548,9 +554,9 @@ void attn_input_change_describe(const attn_gpu_problem *x, const attn_input_chan
         if (ch->guard_count) append(out, len, &at, "; and ");
     }
     if (!ch->guard_count) return;
-    const long long data = x->bytes[t] > 2 * ATTN_GUARD_BYTES ? (long long)(x->bytes[t] - 2 * ATTN_GUARD_BYTES) : 0;
-    append(out, len, &at, "%llu bytes of its %d-byte guard bands written, the first at ", ch->guard_count,
-           ATTN_GUARD_BYTES);
+    const size_t lead = attn_gpu_problem_lead(x, t);
+    const long long data = x->bytes[t] > 2 * lead ? (long long)(x->bytes[t] - 2 * lead) : 0;
+    append(out, len, &at, "%llu bytes of its %zu-byte guard bands written, the first at ", ch->guard_count, lead);
     if (ch->guard_first < 0)
         append(out, len, &at, "%s-%lld", ch->name, -ch->guard_first);
     else

@@ -56,6 +56,10 @@ typedef struct {
     float softcap;                    /* 0: off */
     float softmax_scale;              /* 0: 1/sqrt(head_dim) */
     attn_layout layout[4];            /* q, k, v, o of a dense problem */
+    unsigned shifted;                 /* ATTN_TENSOR_BIT of Q, K, V, O (dense problems) whose first
+                                       * element sits 2 bytes past the 16-byte boundary where it
+                                       * would start, as a slice's base pointer does (check
+                                       * unaligned); 0: none */
     float sigma_qk, sigma_v;          /* the inputs' standard deviations */
     int with_lse;                     /* the kernel is asked for the LSE */
     uint64_t seed;                    /* the inputs' values (attn_gpu_problem_fill) */
@@ -139,6 +143,9 @@ void attn_gpu_problem_free(attn_gpu_problem *x);
 /* The logical view of tensor t (q, k, v, o) and the first byte of its data (past the guard). */
 attn_tensor_view attn_gpu_problem_view(const attn_gpu_problem *x, attn_tensor_id t);
 void *attn_gpu_problem_data(const attn_gpu_problem *x, attn_tensor_id t);
+/* Bytes from tensor t's buffer to its first element: the guard band, and 2 more when
+ * desc.shifted names it (buf[t] + lead is attn_gpu_problem_data's pointer). */
+size_t attn_gpu_problem_lead(const attn_gpu_problem *x, attn_tensor_id t);
 
 /* Copies of some of a problem's buffers (a set of ATTN_TENSOR_BIT, guard bands included), to
  * compare with later (two launches' outputs) or to put back (inputs held back while the

@@ -126,14 +126,17 @@ const char *attn_layout_name(attn_layout l) {
     case ATTN_LAYOUT_BHSD: return "BHSD";
     case ATTN_LAYOUT_BSHD_PADDED: return "BSHD+pad";
     case ATTN_LAYOUT_BHSD_PADDED: return "BHSD+pad";
+    case ATTN_LAYOUT_BSHD_ODD: return "BSHD+1";
     }
     return "?";
 }
 
 attn_strides attn_make_strides(attn_layout l, int batch, int heads, int seq, int dim) {
     attn_strides st;
-    int64_t pad = (l == ATTN_LAYOUT_BSHD_PADDED || l == ATTN_LAYOUT_BHSD_PADDED) ? 8 : 0;
-    if (l == ATTN_LAYOUT_BSHD || l == ATTN_LAYOUT_BSHD_PADDED) {
+    const int64_t pad = l == ATTN_LAYOUT_BSHD_PADDED || l == ATTN_LAYOUT_BHSD_PADDED ? 8
+                        : l == ATTN_LAYOUT_BSHD_ODD                                  ? 1
+                                                                                     : 0;
+    if (l == ATTN_LAYOUT_BSHD || l == ATTN_LAYOUT_BSHD_PADDED || l == ATTN_LAYOUT_BSHD_ODD) {
         st.head = dim;
         st.row = (int64_t)heads * dim + pad;
         st.batch = seq * st.row;

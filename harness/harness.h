@@ -43,6 +43,8 @@ typedef enum {
     ATTN_LAYOUT_BHSD,        /* [batch][heads][seq][dim] */
     ATTN_LAYOUT_BSHD_PADDED, /* BSHD with 8 unused elements after each row of all heads */
     ATTN_LAYOUT_BHSD_PADDED, /* BHSD with 8 unused elements after each row */
+    ATTN_LAYOUT_BSHD_ODD,    /* BSHD with 1 unused element after each row of all heads: every
+                                other row starts 2 bytes past a 4-byte boundary (check unaligned) */
 } attn_layout;
 const char *attn_layout_name(attn_layout l);
 

@@ -92,6 +92,11 @@ START_TEST(layouts) {
     ck_assert_int_eq(s.row, 72);
     ck_assert_int_eq(s.head, 360);
     ck_assert_int_eq(attn_offset(&s, 1, 2, 4, 63), 1080 + 720 + 288 + 63);
+    s = attn_make_strides(ATTN_LAYOUT_BSHD_ODD, 2, 3, 5, 64);
+    ck_assert_int_eq(s.head, 64);
+    ck_assert_int_eq(s.row, 193); /* odd: row 1 starts 2 bytes past a 4-byte boundary */
+    ck_assert_int_eq(s.batch, 965);
+    ck_assert_int_eq(s.extent, 1930);
 }
 END_TEST
 

@@ -82,6 +82,8 @@ enum {
     /* inputs fixtures: right numbers (up to rounding), but the caller's inputs changed */
     BUG_Q_SCALED_IN_PLACE,  /* Q multiplied by softmax_scale in the caller's buffer, then scale 1 */
     BUG_K_SCALED_AND_BACK,  /* K scaled in place for exp2, divided back after: rounded twice */
+    /* layout fixture: right wherever every row starts on a 16-byte boundary */
+    BUG_ROWS_IN_VECTORS,    /* rows addressed in 16-byte vectors: a row's start rounded down */
 };
 
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
@@ -119,7 +121,16 @@ __device__ __forceinline__ int64_t offset(int64_t b, int64_t bs, int64_t h, int6
         without the undefined behaviour (that would let the compiler widen it) */
         return (int)((unsigned)b * (unsigned)bs + (unsigned)h * (unsigned)hs +
                      (unsigned)s * (unsigned)rs + (unsigned)d);
+    if constexpr (BUG == BUG_ROWS_IN_VECTORS) /* BUG: the row's start counted in 16-byte vectors
+        (8 elements, as an int4 pointer would): rounded down when a stride is not a multiple of 8 */
+        return (b * bs + h * hs + s * rs) / 8 * 8 + d;
     return b * bs + h * hs + s * rs + d;
+}
+
+/* A tensor's base pointer; BUG_ROWS_IN_VECTORS: rounded down to 16 bytes (taken as aligned). */
+template <int BUG, typename P> __device__ __forceinline__ P *base(P *ptr) {
+    if constexpr (BUG == BUG_ROWS_IN_VECTORS) return (P *)((uintptr_t)ptr & ~(uintptr_t)15);
+    return ptr;
 }
 
 template <typename T, int D, int BUG>
@@ -137,7 +148,7 @@ broken_fwd_kernel(const attn_fwd_params p) {
     /* BUG_BATCH_STRIDE / BUG_HEAD_STRIDE: the inputs' offsets drop a stride */
     const int64_t bi = BUG == BUG_BATCH_STRIDE ? 0 : b, hi = BUG == BUG_HEAD_STRIDE ? 0 : h;
 
-    const T *q = (const T *)p.q, *k = (const T *)p.k, *v = (const T *)p.v;
+    const T *q = base<BUG>((const T *)p.q), *k = base<BUG>((const T *)p.k), *v = base<BUG>((const T *)p.v);
 
     /* Visible keys are 0 .. n_keys-1; correct: key j visible iff j <= i + seqlen_k - seqlen_q. */
     int64_t n_keys = active ? p.seqlen_k : 0;
@@ -234,7 +245,7 @@ broken_fwd_kernel(const attn_fwd_params p) {
     if (src_row >= 0) {
         const int si = (int)(src_row % p.seqlen_q);
         const int64_t sbh = src_row / p.seqlen_q, sb = sbh / p.heads, sh = sbh % p.heads;
-        T *o = (T *)p.o;
+        T *o = base<BUG>((T *)p.o);
         if constexpr (BUG == BUG_ILLEGAL_ADDRESS) o += (int64_t)1 << 40; /* BUG: 2 TB past O */
         const bool skip = BUG == BUG_TAIL_ROWS_UNWRITTEN && p.seqlen_q % 64 &&
                           si >= (p.seqlen_q / 64) * 64; /* BUG: the partial query tile */
@@ -475,6 +486,7 @@ const attn_kernel table[] = {
     { "broken_timing_cheat", broken_fwd<BUG_TIMING_CHEAT> },
     { "broken_q_scaled_in_place", broken_fwd<BUG_Q_SCALED_IN_PLACE> },
     { "broken_k_scaled_and_back", broken_fwd<BUG_K_SCALED_AND_BACK> },
+    { "broken_rows_in_vectors", broken_fwd<BUG_ROWS_IN_VECTORS> },
 };
 
 #if ATTN_ABI_VERSION >= 2

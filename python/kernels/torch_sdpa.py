@@ -36,6 +36,15 @@ _bias_cache = cm.DenseMaskCache(_bias)
 _mask_cache = cm.DenseMaskCache(cm.visible)
 
 
+def _require_aligned(p, backend):
+    """The fused backends read Q, K and V 16 bytes at a time and check only that the last
+    dimension is contiguous: a base or a stride that is not 16-byte aligned (a slice, which the
+    ABI allows: the harness's check unaligned) is declined."""
+    for name, t in (("q", p.q), ("k", p.k), ("v", p.v)):
+        if t.data_ptr() % 16 or any(s % 8 for s in t.stride()[:-1]):
+            raise ab.Unsupported(f"{backend}: {name} is not 16-byte aligned (base or strides {t.stride()})")
+
+
 def _dense_bias(p):
     key = cm.window_of(p) + (p.seqlen_q, p.seqlen_k, p.q.device, p.torch_dtype)
     bias = _bias_cache.get(key, p.seqlen_q * p.seqlen_k)
@@ -51,6 +60,7 @@ def _dense_bias(p):
            head_dims=(64, 96, 128, 256))
 @torch.no_grad()
 def sdpa_flash(p):
+    _require_aligned(p, "sdpa_flash")
     kw = dict(scale=p.softmax_scale, window_size_left=p.window_left, window_size_right=p.window_right)
     if not (p.q_packed or p.k_packed or p.seqused_k is not None):
         out, lse = _aten._flash_attention_forward(
@@ -78,6 +88,7 @@ def sdpa_flash(p):
            head_dim_pairs=((64, 64), (96, 96), (128, 128), (256, 256), (192, 128)))
 @torch.no_grad()
 def sdpa_efficient(p):
+    _require_aligned(p, "sdpa_efficient")
     bias, mask_type = None, 0
     if _window_masked(p):
         bias = _dense_bias(p)
@@ -102,6 +113,7 @@ def _bhsd(p):
 @ab.kernel(name="sdpa_cudnn", caps={"window"}, head_dims=(64, 96, 128))
 @torch.no_grad()
 def sdpa_cudnn(p):
+    _require_aligned(p, "sdpa_cudnn")
     q, k, v = _bhsd(p)
     bias, causal = None, False
     if _window_masked(p) or (p.causal and p.seqlen_q != p.seqlen_k):

@@ -100,18 +100,17 @@ static unsigned long long touched(check_ctx *c, const void *buf, size_t from, si
 
 /* The bytes outside O and the LSE, and O's padding, that lost their poison, said. */
 static int count_guards_written(check_ctx *c, const attn_gpu_problem *x) {
-    const size_t G = ATTN_GUARD_BYTES;
+    const size_t G = ATTN_GUARD_BYTES, OG = attn_gpu_problem_lead(x, ATTN_T_O); /* O's: 2 more when shifted */
     const attn_strides *os = &x->st[ATTN_T_O];
     const void *ob = x->buf[ATTN_T_O], *lb = x->buf[ATTN_T_LSE];
     size_t first = 0, bad = 0;
     unsigned long long n;
     size_t obytes = (size_t)os->extent * 2;
-    if ((n = touched(c, ob, 0, G, &first)))
-        bad++, say(c, "  %llu bytes written in the %d bytes before O (nearest at O-%zu)\n", n, ATTN_GUARD_BYTES,
-                   G - first);
-    if ((n = touched(c, ob, G + obytes, x->bytes[ATTN_T_O], &first)))
-        bad++, say(c, "  %llu bytes written in the %d bytes after O's last element (first at end+%zu)\n", n,
-                   ATTN_GUARD_BYTES, first - G - obytes);
+    if ((n = touched(c, ob, 0, OG, &first)))
+        bad++, say(c, "  %llu bytes written in the %zu bytes before O (nearest at O-%zu)\n", n, OG, OG - first);
+    if ((n = touched(c, ob, OG + obytes, x->bytes[ATTN_T_O], &first)))
+        bad++, say(c, "  %llu bytes written in the %zu bytes after O's last element (first at end+%zu)\n", n, OG,
+                   first - OG - obytes);
     /* padding: elements of each row past heads*head_dim */
     attn_match pad;
     if (attn_count_padding_written(x->p.o, os->extent, os->row, (int64_t)x->desc.heads * x->desc.head_dim_v, &pad,
@@ -164,7 +163,7 @@ static outcome second_launch(check_ctx *c, attn_gpu_problem *x, const attn_gpu_s
     unsigned long long nl = differing(c, first->buf[ATTN_T_LSE], x->buf[ATTN_T_LSE], x->bytes[ATTN_T_LSE], &fl);
     if (no)
         say(c, "  O differs between two launches on the same inputs in %llu bytes (first at "
-            "byte %zd from O's start)\n", no, (ssize_t)fo - ATTN_GUARD_BYTES);
+            "byte %zd from O's start)\n", no, (ssize_t)fo - (ssize_t)attn_gpu_problem_lead(x, ATTN_T_O));
     if (nl) say(c, "  LSE differs between two launches in %llu bytes\n", nl);
     return no || nl ? CHECK_FAIL : CHECK_PASS;
 }
@@ -229,6 +228,50 @@ outcome check_layouts(check_ctx *c) {
         }
         attn_gpu_problem_free(&x);
     }
+    return oc;
+}
+
+/* 27. Layouts a real caller passes that are not 16-byte aligned (the ABI sets no alignment rule):
+ * one tensor with an odd row stride (BSHD+1: every other row starts 2 bytes past a 4-byte
+ * boundary), then with its base 2 bytes past a 16-byte boundary (a slice's pointer); the others
+ * BSHD. The tensor is the case's pick, so that the matrix gives each of Q, K, V and O both (a
+ * kernel that checks the alignment of some tensors and assumes it of the others). A kernel takes
+ * each problem and is right, or returns ATTN_UNSUPPORTED: declining is allowed (the check passes,
+ * the case is not called unsupported for it). Vector accesses that assume alignment fault, or
+ * read and write the wrong elements. */
+outcome check_unaligned(check_ctx *c) {
+    static const char *const names[] = {"Q", "K", "V", "O"};
+    const test_case *tc = c->tc;
+    /* for each shape, the four (dtype, head dim) pairs pick the four tensors */
+    const attn_tensor_id t = (attn_tensor_id)((tc->dtype + 2 * (tc->head_dim > 64) + tc->seqlen_q + tc->seqlen_k) % 4);
+    char kept[sizeof c->unsupported];
+    memcpy(kept, c->unsupported, sizeof kept);
+    outcome oc = CHECK_PASS;
+    for (int i = 0; i < 2 && oc == CHECK_PASS; i++) {
+        attn_gpu_problem x;
+        attn_problem_desc d = case_problem(c, CHECK_NO_unaligned + 16 * i);
+        char what[128];
+        if (i == 0)
+            d.layout[t] = ATTN_LAYOUT_BSHD_ODD,
+            snprintf(what, sizeof what, "%s with an odd row stride (BSHD+1), the others BSHD", names[t]);
+        else
+            d.shifted = ATTN_TENSOR_BIT(t),
+            snprintf(what, sizeof what, "%s's base 2 bytes past a 16-byte boundary, the others aligned", names[t]);
+        say_header(c, "unaligned", &d);
+        say(c, "  %s\n", what);
+        oc = CHECK_FAIL;
+        if (!build_problem(c, &x, &d) && !problem_references(c, &x)) {
+            const launch_result lr = run_kernel(c, &x);
+            if (lr == LAUNCH_UNSUPPORTED)
+                oc = CHECK_PASS; /* declined */
+            else if (lr == LAUNCH_OK)
+                oc = judge_output(c, &x, what) | judge_lse(c, &x, what, NULL) | count_guards_written(c, &x)
+                         ? CHECK_FAIL
+                         : CHECK_PASS;
+        }
+        attn_gpu_problem_free(&x);
+    }
+    memcpy(c->unsupported, kept, sizeof kept); /* a declined problem is not the case's reason */
     return oc;
 }
 
