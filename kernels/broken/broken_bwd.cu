@@ -50,6 +50,8 @@ enum {
     BUG_KEYLESS_DQ_UNWRITTEN,  /* a query row that sees no key leaves its dQ unwritten */
     BUG_SHARED_ROW_SUMS,       /* D_i = dO.O kept in a buffer made once and shared by every
                                   call, not in the caller's workspace */
+    BUG_GRAD_ROWS_IN_VECTORS,  /* dQ, dK, dV rows written from their start rounded down to 16
+                                  bytes (as int4 stores would): right where rows are aligned */
 };
 
 constexpr int kWarpsPerBlock = 4; /* rows per block */
@@ -57,6 +59,12 @@ constexpr int kErr = 2;           /* ATTN_OK / ATTN_UNSUPPORTED / anything else:
 constexpr int kKeyTile = 16;      /* BUG_DQ_ATOMIC: keys per warp (a row's tiles: its atomics) */
 
 using namespace warp_row;
+
+/* A gradient's row pointer; BUG_GRAD_ROWS_IN_VECTORS: rounded down to 16 bytes (taken as aligned). */
+template <int BUG, typename T> __device__ __forceinline__ T *grad_row(T *row) {
+    if constexpr (BUG == BUG_GRAD_ROWS_IN_VECTORS) return (T *)((uintptr_t)row & ~(uintptr_t)15); /* BUG */
+    return row;
+}
 
 /* used_keys with BUG_VARLEN_NEIGHBOUR_KEYS's hook. */
 template <int BUG>
@@ -132,8 +140,8 @@ bwd_dq_kernel(const attn_fwd_params p, const attn_bwd_params g, const int group,
                                              p.o_row_stride);
     const T *dout = (const T *)g.dout + row_offset(p.cu_seqlens_q, b, h, i, g.do_batch_stride,
                                                    g.do_head_stride, g.do_row_stride);
-    T *dq = (T *)g.dq + row_offset(p.cu_seqlens_q, b, h, i, g.dq_batch_stride, g.dq_head_stride,
-                                   g.dq_row_stride);
+    T *dq = grad_row<BUG>((T *)g.dq + row_offset(p.cu_seqlens_q, b, h, i, g.dq_batch_stride, g.dq_head_stride,
+                                                 g.dq_row_stride));
     const T *k = (const T *)p.k + row_offset(p.cu_seqlens_k, b, kh, 0, p.k_batch_stride, p.k_head_stride,
                                              p.k_row_stride);
     const T *v = (const T *)p.v + row_offset(p.cu_seqlens_k, b, kh, 0, p.v_batch_stride, p.v_head_stride,
@@ -242,10 +250,10 @@ bwd_dkdv_kernel(const attn_fwd_params p, const attn_bwd_params g, const int grou
                                               p.k_row_stride);
     const T *vj = (const T *)p.v + row_offset(p.cu_seqlens_k, b, kh, j, p.v_batch_stride, p.v_head_stride,
                                               p.v_row_stride);
-    T *dk = (T *)g.dk + row_offset(p.cu_seqlens_k, b, kh, j, g.dk_batch_stride, g.dk_head_stride,
-                                   g.dk_row_stride);
-    T *dv = (T *)g.dv + row_offset(p.cu_seqlens_k, b, kh, j, g.dv_batch_stride, g.dv_head_stride,
-                                   g.dv_row_stride);
+    T *dk = grad_row<BUG>((T *)g.dk + row_offset(p.cu_seqlens_k, b, kh, j, g.dk_batch_stride, g.dk_head_stride,
+                                                 g.dk_row_stride));
+    T *dv = grad_row<BUG>((T *)g.dv + row_offset(p.cu_seqlens_k, b, kh, j, g.dv_batch_stride, g.dv_head_stride,
+                                                 g.dv_row_stride));
     const int64_t rows_q = (int64_t)p.batch * p.heads * p.seqlen_q;
     /* BUG_DK_RACE's accumulators, volatile: every term a load and a store of global memory */
     volatile float *dk_acc = ws + rows_q + row * D, *dv_acc = ws + rows_q + n_rows * D + row * Dv;
@@ -458,6 +466,7 @@ const attn_kernel table[] = {
     BROKEN_BWD("broken_bwd_scale_ignored", BUG_SCALE_IGNORED),
     BROKEN_BWD("broken_bwd_keyless_dq_unwritten", BUG_KEYLESS_DQ_UNWRITTEN),
     BROKEN_BWD("broken_bwd_shared_row_sums", BUG_SHARED_ROW_SUMS),
+    BROKEN_BWD("broken_bwd_grad_rows_in_vectors", BUG_GRAD_ROWS_IN_VECTORS),
 };
 #undef BROKEN_BWD
 

@@ -450,3 +450,56 @@ done:
     for (int i = 0; i < 2; i++) attn_bwd_problem_free(&x[i]);
     return oc;
 }
+
+/* 28. unaligned's layouts for the backward's eight tensors: one of Q, K, V, O, dO, dQ, dK, dV
+ * (the case's pick) with an odd row stride (BSHD+1), then one of Q, K, V, O with its base 2 bytes
+ * past a 16-byte boundary; the others BSHD. bwd is right, or returns ATTN_UNSUPPORTED (declining
+ * passes). */
+outcome check_bwd_unaligned(check_ctx *c) {
+    static const char *const names[] = {"Q", "K", "V", "O", "dO", "dQ", "dK", "dV"};
+    const test_case *tc = c->tc;
+    /* for each shape, the four (dtype, head dim) pairs pick four tensors, the next shape the next */
+    const int pick = (tc->dtype + 2 * (tc->head_dim > 64) + tc->seqlen_q + tc->seqlen_k) % 8;
+    char kept[sizeof c->unsupported];
+    memcpy(kept, c->unsupported, sizeof kept);
+    outcome oc = CHECK_PASS;
+    for (int i = 0; i < 2 && oc == CHECK_PASS; i++) {
+        attn_bwd_problem x;
+        memset(&x, 0, sizeof x);
+        attn_problem_desc d = case_problem(c, CHECK_NO_bwd_unaligned + 16 * i);
+        attn_layout grads[4] = {ATTN_LAYOUT_BSHD, ATTN_LAYOUT_BSHD, ATTN_LAYOUT_BSHD, ATTN_LAYOUT_BSHD};
+        const int t = i == 0 ? pick : pick % 4;
+        char what[128];
+        if (i == 0) {
+            if (t < 4)
+                d.layout[t] = ATTN_LAYOUT_BSHD_ODD;
+            else
+                grads[t - 4] = ATTN_LAYOUT_BSHD_ODD;
+            snprintf(what, sizeof what, "%s with an odd row stride (BSHD+1), the others BSHD", names[t]);
+        } else {
+            d.shifted = ATTN_TENSOR_BIT(t);
+            snprintf(what, sizeof what, "%s's base 2 bytes past a 16-byte boundary, the others aligned", names[t]);
+        }
+        say_header(c, "bwd_unaligned", &d);
+        say(c, "  %s\n", what);
+        /* first without the references (O random, LSE 0), so that declining costs none */
+        launch_result lr = LAUNCH_FAILED;
+        int built = 0;
+        for (int judged = 0; judged < 2; judged++) {
+            attn_bwd_problem_free(&x);
+            if (!(built = !build_bwd_with(c, &x, &d, grads, 0, judged ? c->ref : NULL, &oc))) break;
+            if ((lr = run_bwd(c, &x)) != LAUNCH_OK) break;
+        }
+        if (!built) { /* oc: CHECK_UNSUPPORTED (no backward of this case) or CHECK_FAIL (said) */
+            attn_bwd_problem_free(&x);
+            break;
+        }
+        oc = lr == LAUNCH_UNSUPPORTED ? CHECK_PASS /* declined */
+             : lr != LAUNCH_OK       ? CHECK_FAIL
+             : judge_grads(c, &x, what) ? CHECK_FAIL
+                                         : CHECK_PASS;
+        attn_bwd_problem_free(&x);
+    }
+    if (oc != CHECK_UNSUPPORTED) memcpy(c->unsupported, kept, sizeof kept); /* declining is not the case's reason */
+    return oc;
+}
