@@ -88,6 +88,9 @@ attn_tensor_view attn_gpu_problem_view(const attn_gpu_problem *x, attn_tensor_id
         v.batch = 1, v.seq = (int)(st->extent / st->row);
     else
         v.batch = x->desc.batch, v.seq = is_kv(t) ? x->desc.seqlen_k : x->desc.seqlen_q;
+    /* a broadcast tensor's view is its memory: one head, or one batch element */
+    if (x->desc.nseq == 0 && x->desc.layout[t] == ATTN_LAYOUT_HEADS_BCAST) v.heads = 1;
+    if (x->desc.nseq == 0 && x->desc.layout[t] == ATTN_LAYOUT_BATCH_BCAST) v.batch = 1;
     return v;
 }
 

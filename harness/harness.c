@@ -127,6 +127,8 @@ const char *attn_layout_name(attn_layout l) {
     case ATTN_LAYOUT_BSHD_PADDED: return "BSHD+pad";
     case ATTN_LAYOUT_BHSD_PADDED: return "BHSD+pad";
     case ATTN_LAYOUT_BSHD_ODD: return "BSHD+1";
+    case ATTN_LAYOUT_HEADS_BCAST: return "BSD (head stride 0)";
+    case ATTN_LAYOUT_BATCH_BCAST: return "SHD (batch stride 0)";
     }
     return "?";
 }
@@ -136,7 +138,13 @@ attn_strides attn_make_strides(attn_layout l, int batch, int heads, int seq, int
     const int64_t pad = l == ATTN_LAYOUT_BSHD_PADDED || l == ATTN_LAYOUT_BHSD_PADDED ? 8
                         : l == ATTN_LAYOUT_BSHD_ODD                                  ? 1
                                                                                      : 0;
-    if (l == ATTN_LAYOUT_BSHD || l == ATTN_LAYOUT_BSHD_PADDED || l == ATTN_LAYOUT_BSHD_ODD) {
+    if (l == ATTN_LAYOUT_HEADS_BCAST) {
+        st.head = 0, st.row = dim, st.batch = (int64_t)seq * dim;
+    } else if (l == ATTN_LAYOUT_BATCH_BCAST) {
+        st.head = dim, st.row = (int64_t)heads * dim, st.batch = 0;
+        st.extent = seq * st.row;
+        return st;
+    } else if (l == ATTN_LAYOUT_BSHD || l == ATTN_LAYOUT_BSHD_PADDED || l == ATTN_LAYOUT_BSHD_ODD) {
         st.head = dim;
         st.row = (int64_t)heads * dim + pad;
         st.batch = seq * st.row;

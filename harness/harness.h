@@ -45,6 +45,10 @@ typedef enum {
     ATTN_LAYOUT_BHSD_PADDED, /* BHSD with 8 unused elements after each row */
     ATTN_LAYOUT_BSHD_ODD,    /* BSHD with 1 unused element after each row of all heads: every
                                 other row starts 2 bytes past a 4-byte boundary (check unaligned) */
+    ATTN_LAYOUT_HEADS_BCAST, /* one head's [batch][seq][dim], head stride 0: every head reads it
+                                (expand() over heads; check broadcast) */
+    ATTN_LAYOUT_BATCH_BCAST, /* one sequence's [seq][heads][dim], batch stride 0: every batch
+                                element reads it (a shared prefix; check broadcast) */
 } attn_layout;
 const char *attn_layout_name(attn_layout l);
 

@@ -84,6 +84,7 @@ enum {
     BUG_K_SCALED_AND_BACK,  /* K scaled in place for exp2, divided back after: rounded twice */
     /* layout fixture: right wherever every row starts on a 16-byte boundary */
     BUG_ROWS_IN_VECTORS,    /* rows addressed in 16-byte vectors: a row's start rounded down */
+    BUG_ZERO_STRIDE_DEFAULT,/* a zero batch or head stride of K or V taken as "not given": dense */
 };
 
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
@@ -127,6 +128,13 @@ __device__ __forceinline__ int64_t offset(int64_t b, int64_t bs, int64_t h, int6
     return b * bs + h * hs + s * rs + d;
 }
 
+/* K's or V's batch or head stride; BUG_ZERO_STRIDE_DEFAULT: 0 (a broadcast, which the ABI allows)
+ * taken as "not given" and replaced by the dense BHSD stride `dense`. */
+template <int BUG> __device__ __forceinline__ int64_t kv_stride(int64_t stride, int64_t dense) {
+    if constexpr (BUG == BUG_ZERO_STRIDE_DEFAULT) return stride ? stride : dense; /* BUG */
+    return stride;
+}
+
 /* A tensor's base pointer; BUG_ROWS_IN_VECTORS: rounded down to 16 bytes (taken as aligned). */
 template <int BUG, typename P> __device__ __forceinline__ P *base(P *ptr) {
     if constexpr (BUG == BUG_ROWS_IN_VECTORS) return (P *)((uintptr_t)ptr & ~(uintptr_t)15);
@@ -149,6 +157,9 @@ broken_fwd_kernel(const attn_fwd_params p) {
     const int64_t bi = BUG == BUG_BATCH_STRIDE ? 0 : b, hi = BUG == BUG_HEAD_STRIDE ? 0 : h;
 
     const T *q = base<BUG>((const T *)p.q), *k = base<BUG>((const T *)p.k), *v = base<BUG>((const T *)p.v);
+    const int64_t kv_head = (int64_t)p.seqlen_k * D, kv_batch = (int64_t)p.heads * kv_head; /* BHSD's */
+    const int64_t kbs = kv_stride<BUG>(p.k_batch_stride, kv_batch), khs = kv_stride<BUG>(p.k_head_stride, kv_head);
+    const int64_t vbs = kv_stride<BUG>(p.v_batch_stride, kv_batch), vhs = kv_stride<BUG>(p.v_head_stride, kv_head);
 
     /* Visible keys are 0 .. n_keys-1; correct: key j visible iff j <= i + seqlen_k - seqlen_q. */
     int64_t n_keys = active ? p.seqlen_k : 0;
@@ -189,8 +200,7 @@ broken_fwd_kernel(const attn_fwd_params p) {
 #pragma unroll
         for (int e = 0; e < E; ++e) /* BUG_HALF_HEAD_DIM: only dims 0..63 */
             if (BUG != BUG_HALF_HEAD_DIM || e * 32 < 64)
-                s += qf[e] * to_float(k[offset<BUG>(bi, p.k_batch_stride, hi, p.k_head_stride, j,
-                                                    p.k_row_stride, e * 32 + lane)]);
+                s += qf[e] * to_float(k[offset<BUG>(bi, kbs, hi, khs, j, p.k_row_stride, e * 32 + lane)]);
         s = warp_sum(s) * scale;
 
         const float m_new = BUG == BUG_NO_MAX_SUBTRACT ? 0.f : fmaxf(m, s); /* BUG: no max */
@@ -199,8 +209,7 @@ broken_fwd_kernel(const attn_fwd_params p) {
         l = l * corr + pj;
 #pragma unroll
         for (int e = 0; e < E; ++e) {
-            const float vje = to_float(v[offset<BUG>(bi, p.v_batch_stride, hi, p.v_head_stride, j,
-                                                     p.v_row_stride, e * 32 + lane)]);
+            const float vje = to_float(v[offset<BUG>(bi, vbs, hi, vhs, j, p.v_row_stride, e * 32 + lane)]);
             if constexpr (BUG == BUG_PV_IN_HALF) /* BUG: the accumulator rounds to half */
                 acc_h[e] = __float2half(__half2float(acc_h[e]) * corr + pj * vje);
             else
@@ -487,6 +496,7 @@ const attn_kernel table[] = {
     { "broken_q_scaled_in_place", broken_fwd<BUG_Q_SCALED_IN_PLACE> },
     { "broken_k_scaled_and_back", broken_fwd<BUG_K_SCALED_AND_BACK> },
     { "broken_rows_in_vectors", broken_fwd<BUG_ROWS_IN_VECTORS> },
+    { "broken_zero_stride_default", broken_fwd<BUG_ZERO_STRIDE_DEFAULT> },
 };
 
 #if ATTN_ABI_VERSION >= 2

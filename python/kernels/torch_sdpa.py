@@ -114,6 +114,8 @@ def _bhsd(p):
 @torch.no_grad()
 def sdpa_cudnn(p):
     _require_aligned(p, "sdpa_cudnn")
+    if 0 in p.k.stride()[:-1] or 0 in p.v.stride()[:-1]:  # cuDNN's tensors need positive strides
+        raise ab.Unsupported("sdpa_cudnn: K or V broadcast (a zero stride)")
     q, k, v = _bhsd(p)
     bias, causal = None, False
     if _window_masked(p) or (p.causal and p.seqlen_q != p.seqlen_k):

@@ -275,6 +275,37 @@ outcome check_unaligned(check_ctx *c) {
     return oc;
 }
 
+/* 29. K and V broadcast, as a caller's expand() gives them (the ABI allows a batch or head stride
+ * of 0): first over the heads (head stride 0: every query head reads one KV head's memory), then
+ * over the batch (batch stride 0: a prefix every sequence shares). A kernel takes each and is
+ * right, or returns ATTN_UNSUPPORTED (declining passes, as in unaligned). A kernel that takes a
+ * zero stride for "not given" and puts a dense stride in its place reads past the tensor. */
+outcome check_broadcast(check_ctx *c) {
+    char kept[sizeof c->unsupported];
+    memcpy(kept, c->unsupported, sizeof kept);
+    outcome oc = CHECK_PASS;
+    for (int i = 0; i < 2 && oc == CHECK_PASS; i++) {
+        attn_gpu_problem x;
+        attn_problem_desc d = case_problem(c, CHECK_NO_broadcast + 16 * i);
+        d.layout[ATTN_T_K] = d.layout[ATTN_T_V] = i == 0 ? ATTN_LAYOUT_HEADS_BCAST : ATTN_LAYOUT_BATCH_BCAST;
+        const char *what = i == 0 ? "K and V broadcast over the heads (head stride 0)"
+                                  : "K and V broadcast over the batch (batch stride 0)";
+        say_header(c, "broadcast", &d);
+        say(c, "  %s\n", what);
+        oc = CHECK_FAIL;
+        if (!build_problem(c, &x, &d) && !problem_references(c, &x)) {
+            const launch_result lr = run_kernel(c, &x);
+            if (lr == LAUNCH_UNSUPPORTED)
+                oc = CHECK_PASS; /* declined */
+            else if (lr == LAUNCH_OK)
+                oc = judge_output(c, &x, what) | judge_lse(c, &x, what, NULL) ? CHECK_FAIL : CHECK_PASS;
+        }
+        attn_gpu_problem_free(&x);
+    }
+    memcpy(c->unsupported, kept, sizeof kept); /* a declined problem is not the case's reason */
+    return oc;
+}
+
 /* 8. the LSE against the golden LSE; a kernel that writes no LSE at all is "not supported"
  * for this check */
 outcome check_lse(check_ctx *c) {
