@@ -231,79 +231,66 @@ outcome check_layouts(check_ctx *c) {
     return oc;
 }
 
+/* One problem of a check that a kernel may decline (unaligned, broadcast): the header and what
+ * the problem is, build, references, launch. ATTN_UNSUPPORTED passes (declining is allowed; the
+ * case is not called unsupported for it); else O and the LSE are judged, and the bytes around O
+ * and between its rows. */
+static outcome declinable(check_ctx *c, const attn_problem_desc *d, const char *check, const char *what) {
+    char kept[sizeof c->unsupported];
+    memcpy(kept, c->unsupported, sizeof kept);
+    say_header(c, check, d);
+    say(c, "  %s\n", what);
+    attn_gpu_problem x;
+    outcome oc = CHECK_FAIL;
+    if (!build_problem(c, &x, d) && !problem_references(c, &x)) {
+        const launch_result lr = run_kernel(c, &x);
+        if (lr == LAUNCH_UNSUPPORTED)
+            oc = CHECK_PASS;
+        else if (lr == LAUNCH_OK)
+            oc = judge_output(c, &x, what) | judge_lse(c, &x, what, NULL) | count_guards_written(c, &x) ? CHECK_FAIL
+                                                                                                      : CHECK_PASS;
+    }
+    attn_gpu_problem_free(&x);
+    memcpy(c->unsupported, kept, sizeof kept);
+    return oc;
+}
+
 /* 27. Layouts a real caller passes that are not 16-byte aligned (the ABI sets no alignment rule):
  * one tensor with an odd row stride (BSHD+1: every other row starts 2 bytes past a 4-byte
  * boundary), then with its base 2 bytes past a 16-byte boundary (a slice's pointer); the others
  * BSHD. The tensor is the case's pick, so that the matrix gives each of Q, K, V and O both (a
- * kernel that checks the alignment of some tensors and assumes it of the others). A kernel takes
- * each problem and is right, or returns ATTN_UNSUPPORTED: declining is allowed (the check passes,
- * the case is not called unsupported for it). Vector accesses that assume alignment fault, or
- * read and write the wrong elements. */
+ * kernel that checks the alignment of some tensors and assumes it of the others). Right, or
+ * declined. Vector accesses that assume alignment fault, or read and write the wrong elements. */
 outcome check_unaligned(check_ctx *c) {
     static const char *const names[] = {"Q", "K", "V", "O"};
     const test_case *tc = c->tc;
     /* for each shape, the four (dtype, head dim) pairs pick the four tensors */
     const attn_tensor_id t = (attn_tensor_id)((tc->dtype + 2 * (tc->head_dim > 64) + tc->seqlen_q + tc->seqlen_k) % 4);
-    char kept[sizeof c->unsupported];
-    memcpy(kept, c->unsupported, sizeof kept);
-    outcome oc = CHECK_PASS;
-    for (int i = 0; i < 2 && oc == CHECK_PASS; i++) {
-        attn_gpu_problem x;
-        attn_problem_desc d = case_problem(c, CHECK_NO_unaligned + 16 * i);
-        char what[128];
-        if (i == 0)
-            d.layout[t] = ATTN_LAYOUT_BSHD_ODD,
-            snprintf(what, sizeof what, "%s with an odd row stride (BSHD+1), the others BSHD", names[t]);
-        else
-            d.shifted = ATTN_TENSOR_BIT(t),
-            snprintf(what, sizeof what, "%s's base 2 bytes past a 16-byte boundary, the others aligned", names[t]);
-        say_header(c, "unaligned", &d);
-        say(c, "  %s\n", what);
-        oc = CHECK_FAIL;
-        if (!build_problem(c, &x, &d) && !problem_references(c, &x)) {
-            const launch_result lr = run_kernel(c, &x);
-            if (lr == LAUNCH_UNSUPPORTED)
-                oc = CHECK_PASS; /* declined */
-            else if (lr == LAUNCH_OK)
-                oc = judge_output(c, &x, what) | judge_lse(c, &x, what, NULL) | count_guards_written(c, &x)
-                         ? CHECK_FAIL
-                         : CHECK_PASS;
-        }
-        attn_gpu_problem_free(&x);
-    }
-    memcpy(c->unsupported, kept, sizeof kept); /* a declined problem is not the case's reason */
-    return oc;
+    char what[128];
+    attn_problem_desc d = case_problem(c, CHECK_NO_unaligned);
+    d.layout[t] = ATTN_LAYOUT_BSHD_ODD;
+    snprintf(what, sizeof what, "%s with an odd row stride (BSHD+1), the others BSHD", names[t]);
+    outcome oc = declinable(c, &d, "unaligned", what);
+    if (oc != CHECK_PASS) return oc;
+    d = case_problem(c, CHECK_NO_unaligned + 16);
+    d.shifted = ATTN_TENSOR_BIT(t);
+    snprintf(what, sizeof what, "%s's base 2 bytes past a 16-byte boundary, the others aligned", names[t]);
+    return declinable(c, &d, "unaligned", what);
 }
 
 /* 29. K and V broadcast, as a caller's expand() gives them (the ABI allows a batch or head stride
  * of 0): first over the heads (head stride 0: every query head reads one KV head's memory), then
- * over the batch (batch stride 0: a prefix every sequence shares). A kernel takes each and is
- * right, or returns ATTN_UNSUPPORTED (declining passes, as in unaligned). A kernel that takes a
- * zero stride for "not given" and puts a dense stride in its place reads past the tensor. */
+ * over the batch (batch stride 0: a prefix every sequence shares). Right, or declined. A kernel
+ * that takes a zero stride for "not given" and puts a dense stride in its place reads past the
+ * tensor. */
 outcome check_broadcast(check_ctx *c) {
-    char kept[sizeof c->unsupported];
-    memcpy(kept, c->unsupported, sizeof kept);
-    outcome oc = CHECK_PASS;
-    for (int i = 0; i < 2 && oc == CHECK_PASS; i++) {
-        attn_gpu_problem x;
-        attn_problem_desc d = case_problem(c, CHECK_NO_broadcast + 16 * i);
-        d.layout[ATTN_T_K] = d.layout[ATTN_T_V] = i == 0 ? ATTN_LAYOUT_HEADS_BCAST : ATTN_LAYOUT_BATCH_BCAST;
-        const char *what = i == 0 ? "K and V broadcast over the heads (head stride 0)"
-                                  : "K and V broadcast over the batch (batch stride 0)";
-        say_header(c, "broadcast", &d);
-        say(c, "  %s\n", what);
-        oc = CHECK_FAIL;
-        if (!build_problem(c, &x, &d) && !problem_references(c, &x)) {
-            const launch_result lr = run_kernel(c, &x);
-            if (lr == LAUNCH_UNSUPPORTED)
-                oc = CHECK_PASS; /* declined */
-            else if (lr == LAUNCH_OK)
-                oc = judge_output(c, &x, what) | judge_lse(c, &x, what, NULL) ? CHECK_FAIL : CHECK_PASS;
-        }
-        attn_gpu_problem_free(&x);
-    }
-    memcpy(c->unsupported, kept, sizeof kept); /* a declined problem is not the case's reason */
-    return oc;
+    attn_problem_desc d = case_problem(c, CHECK_NO_broadcast);
+    d.layout[ATTN_T_K] = d.layout[ATTN_T_V] = ATTN_LAYOUT_HEADS_BCAST;
+    outcome oc = declinable(c, &d, "broadcast", "K and V broadcast over the heads (head stride 0)");
+    if (oc != CHECK_PASS) return oc;
+    d = case_problem(c, CHECK_NO_broadcast + 16);
+    d.layout[ATTN_T_K] = d.layout[ATTN_T_V] = ATTN_LAYOUT_BATCH_BCAST;
+    return declinable(c, &d, "broadcast", "K and V broadcast over the batch (batch stride 0)");
 }
 
 /* 8. the LSE against the golden LSE; a kernel that writes no LSE at all is "not supported"
