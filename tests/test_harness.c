@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_problem.h"
 #include "harness.h"
 #include "pairwise.h"
 
@@ -100,6 +101,47 @@ START_TEST(layouts) {
 }
 END_TEST
 
+/* The contract checks' layouts (unaligned, broadcast) planned as the suite plans them: the
+ * strides the kernel gets, the views the inputs are filled through (a broadcast tensor's is its
+ * memory), the 2-byte shift of a base, and the problem valid (attn_gpu_problem_plan checks it). */
+static attn_gpu_problem planned(attn_layout q, attn_layout kv, unsigned shifted) {
+    attn_problem_desc d = attn_problem_dense(ATTN_F16, 2, 3, 5, 7, 64, 0, "unit/layouts");
+    d.layout[ATTN_T_Q] = q, d.layout[ATTN_T_K] = d.layout[ATTN_T_V] = kv, d.shifted = shifted;
+    attn_gpu_problem x;
+    char err[512];
+    ck_assert_msg(!attn_gpu_problem_plan(&x, &d, err, sizeof err), "%s", err);
+    return x;
+}
+
+START_TEST(contract_layouts_planned) {
+    attn_gpu_problem x = planned(ATTN_LAYOUT_BSHD_ODD, ATTN_LAYOUT_HEADS_BCAST, 0);
+    ck_assert_int_eq(x.p.q_row_stride, 3 * 64 + 1);
+    ck_assert_int_eq(x.p.k_head_stride, 0);
+    ck_assert_int_eq(x.p.k_row_stride, 64);
+    ck_assert_int_eq(x.p.k_batch_stride, 7 * 64);
+    ck_assert_int_eq(x.st[ATTN_T_V].extent, 2 * 7 * 64);
+    attn_tensor_view v = attn_gpu_problem_view(&x, ATTN_T_K);
+    ck_assert_int_eq(v.heads, 1);
+    ck_assert_int_eq(v.batch, 2);
+    v = attn_gpu_problem_view(&x, ATTN_T_Q);
+    ck_assert_int_eq(v.heads, 3);
+    ck_assert_uint_eq(attn_gpu_problem_lead(&x, ATTN_T_Q), ATTN_GUARD_BYTES);
+
+    x = planned(ATTN_LAYOUT_BSHD, ATTN_LAYOUT_BATCH_BCAST, ATTN_TENSOR_BIT(ATTN_T_V) | ATTN_TENSOR_BIT(ATTN_T_O));
+    ck_assert_int_eq(x.p.v_batch_stride, 0);
+    ck_assert_int_eq(x.p.v_head_stride, 64);
+    ck_assert_int_eq(x.p.v_row_stride, 3 * 64);
+    ck_assert_int_eq(x.st[ATTN_T_K].extent, 7 * 3 * 64);
+    v = attn_gpu_problem_view(&x, ATTN_T_V);
+    ck_assert_int_eq(v.batch, 1);
+    ck_assert_int_eq(v.heads, 3);
+    ck_assert_uint_eq(attn_gpu_problem_lead(&x, ATTN_T_V), ATTN_GUARD_BYTES + 2);
+    ck_assert_uint_eq(attn_gpu_problem_lead(&x, ATTN_T_O), ATTN_GUARD_BYTES + 2);
+    ck_assert_uint_eq(attn_gpu_problem_lead(&x, ATTN_T_K), ATTN_GUARD_BYTES);
+    ck_assert_uint_eq(attn_gpu_problem_lead(&x, ATTN_T_LSE), ATTN_GUARD_BYTES); /* never shifted */
+}
+END_TEST
+
 START_TEST(ctest_gpu_assignment) {
     int id = -1;
     ck_assert_int_eq(attn_parse_ctest_gpu("id:1,slots:2", &id), 0);
@@ -175,6 +217,7 @@ int main(void) {
     tcase_add_test(tc, seeds_from_names);
     tcase_add_test(tc, normals_are_normal);
     tcase_add_test(tc, layouts);
+    tcase_add_test(tc, contract_layouts_planned);
     tcase_add_test(tc, ctest_gpu_assignment);
     tcase_add_test(tc, pairwise_covers_every_pair);
     tcase_add_test(tc, axis_rows_cross_product);
