@@ -233,8 +233,9 @@ outcome check_layouts(check_ctx *c) {
 
 /* One problem of a check that a kernel may decline (unaligned, broadcast): the header and what
  * the problem is, build, launch. ATTN_UNSUPPORTED passes (declining is allowed; the case is not
- * called unsupported for it); else the references, a second launch, and O and the LSE judged,
- * and the bytes around O and between its rows (a kernel that declines costs no reference). */
+ * called unsupported for it); else the references, a second launch, the inputs verified, O and
+ * the LSE judged, and the bytes around O and between its rows (a kernel that declines costs no
+ * reference). */
 static outcome declinable(check_ctx *c, const attn_problem_desc *d, const char *check, const char *what) {
     char kept[sizeof c->unsupported];
     memcpy(kept, c->unsupported, sizeof kept);
@@ -246,9 +247,11 @@ static outcome declinable(check_ctx *c, const attn_problem_desc *d, const char *
         const launch_result lr = run_kernel(c, &x);
         if (lr == LAUNCH_UNSUPPORTED)
             oc = CHECK_PASS;
-        else if (lr == LAUNCH_OK && !problem_references(c, &x) && run_kernel(c, &x) == LAUNCH_OK)
+        else if (lr == LAUNCH_OK && !problem_references(c, &x) && run_kernel(c, &x) == LAUNCH_OK) {
+            verify_inputs(c, &x, check);
             oc = judge_output(c, &x, what) | judge_lse(c, &x, what, NULL) | count_guards_written(c, &x) ? CHECK_FAIL
                                                                                                       : CHECK_PASS;
+        }
     }
     attn_gpu_problem_free(&x);
     memcpy(c->unsupported, kept, sizeof kept);
