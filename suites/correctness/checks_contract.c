@@ -231,11 +231,8 @@ outcome check_concurrent(check_ctx *c) {
     attn_gpu_problem x[2];
     memset(x, 0, sizeof x);
     attn_problem_desc d[2];
-    d[0] = case_problem(c, CHECK_NO_concurrent);
-    d[1] = d[0], d[1].seed = d[0].seed + 1;
-    say_header(c, "concurrent", &d[0]);
     concurrent_streams cs;
-    memset(&cs, 0, sizeof cs);
+    concurrent_setup(c, CHECK_NO_concurrent, "concurrent", d, &cs);
     outcome oc = CHECK_FAIL;
     char err[1024];
     for (int i = 0; i < 2; i++)

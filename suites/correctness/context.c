@@ -213,6 +213,13 @@ int judge_all(check_ctx *c, const attn_gpu_problem *x, const char *what) {
     return bad | judge_lse(c, x, w, NULL);
 }
 
+void concurrent_setup(check_ctx *c, int check_id, const char *check, attn_problem_desc d[2], concurrent_streams *cs) {
+    d[0] = case_problem(c, check_id);
+    d[1] = d[0], d[1].seed = d[0].seed + 1;
+    say_header(c, check, &d[0]);
+    memset(cs, 0, sizeof *cs);
+}
+
 int concurrent_hold(check_ctx *c, concurrent_streams *cs) {
     memset(cs, 0, sizeof *cs);
     if (cudaStreamSynchronize(c->stream) != cudaSuccess) goto failed;

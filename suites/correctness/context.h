@@ -116,6 +116,9 @@ typedef struct {
     struct attn_gate *gate[2];
 } concurrent_streams;
 enum { CONCURRENT_CALLS = 3 }; /* calls of each problem, each on its stream */
+/* Their two problems: the case's for check `check_id` and the same with the next seed; the
+ * header said, cs cleared (so that concurrent_free may follow any early exit). */
+void concurrent_setup(check_ctx *c, int check_id, const char *check, attn_problem_desc d[2], concurrent_streams *cs);
 int concurrent_hold(check_ctx *c, concurrent_streams *cs);
 void concurrent_release(concurrent_streams *cs);
 /* both streams drained: LAUNCH_OK, or the first failure (said); a gate that opened by its
