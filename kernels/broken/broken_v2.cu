@@ -50,6 +50,8 @@ enum {
     BUG_PACKED_INT32_OFFSETS,  /* element offsets (packed rows, pages) wrapped to 32 bits */
     BUG_BLOCK_TABLE_SANITIZED, /* the block table's entries past a sequence's pages (-1)
                                   rewritten as page 0 in the caller's table: right output */
+    BUG_HEAD_DIM_TAIL_DROPPED, /* Q.K^T over the head dim rounded down to a multiple of 32:
+                                  the last partial chunk of columns dropped */
 };
 
 constexpr int kWarpsPerBlock = 4; /* query rows per block */
@@ -143,7 +145,8 @@ broken_v2_kernel(const attn_fwd_params p) {
         float s = 0.f;
 #pragma unroll
         for (int e = 0; e < E; ++e)
-            if (e * 32 + lane < D) s += qf[e] * to_float(kj[e * 32 + lane]);
+            if (e * 32 + lane < (BUG == BUG_HEAD_DIM_TAIL_DROPPED ? D / 32 * 32 : D)) /* BUG: whole chunks */
+                s += qf[e] * to_float(kj[e * 32 + lane]);
         s = warp_sum(s) * p.softmax_scale;
         if constexpr (BUG == BUG_SOFTCAP_AFTER_MASK)
             if (j < lo || j > hi) s = -INFINITY; /* BUG: masked here, softcapped next: -softcap */
@@ -268,6 +271,8 @@ const attn_kernel table[] = {
     { "broken_page_count_from_stride", broken_v2_fwd<BUG_PAGE_COUNT_FROM_STRIDE>, kAllCaps, 0, nullptr },
     { "broken_packed_int32_offsets", broken_v2_fwd<BUG_PACKED_INT32_OFFSETS>, kAllCaps, 0, nullptr },
     { "broken_block_table_sanitized", broken_v2_fwd<BUG_BLOCK_TABLE_SANITIZED>, kAllCaps, 0, nullptr },
+    /* a head dim's last partial chunk */
+    { "broken_head_dim_tail_dropped", broken_v2_fwd<BUG_HEAD_DIM_TAIL_DROPPED>, kAllCaps, 0, nullptr },
 };
 
 } // namespace

@@ -4,18 +4,19 @@ at least one correctness check somewhere in the selftest matrix, and every corre
 (the built-ins and the plugin's controls, broken_none and broken_v2_none) must pass all of it.
 
     scripts/selftest.py --correctness BIN --lister BIN --plugin LIB --builtins a,b
-        --shapes shapes/selftest.txt [--features shapes/features.txt]
+        --shapes shapes/selftest.txt [--features shapes/features.txt] [--head-dims shapes/head_dims.txt]
         [--packed shapes/packed.txt] --tolerance FILE [--out DIR] [--jobs 8]
 
 The matrix: shapes/selftest.txt, one attn_correctness process per (dtype, head dim, mask),
 and with --features the version-2 features matrix (shapes/features.txt), one process per
 kernel running the rows of its pairwise covering array with the correctness checks, as the
-features/<kernel> tests do, and with --packed the packed batches (shapes/packed.txt: varlen,
+features/<kernel> tests do, with --head-dims the head dims beyond those (shapes/head_dims.txt), its
+pairwise rows with the correctness checks as head_dims/<kernel> runs them, and with --packed the packed batches (shapes/packed.txt: varlen,
 paged, seqused_k), their pairwise rows with the checks 'packed' and 'inputs_unchanged', as
 packed/<kernel> does. A kernel without a feature reports those cases not supported, without a
 launch. The backward (ABI version 5): the same matrix and the features' pairwise rows again
-with the backward's checks (groups backward and bwd_contract), and the packed batches with
-bwd_accuracy and bwd_inputs_unchanged, as the backward/<kernel> tests do; a kernel without bwd
+with the backward's checks (groups backward and bwd_contract), the head dims' rows and the packed
+batches with bwd_accuracy (the packed ones also bwd_inputs_unchanged), as the backward/<kernel> tests do; a kernel without bwd
 has those cases not supported.
 
 Python never parses a shapes file: attn_shapes --json FILE gives each matrix, and
@@ -127,6 +128,13 @@ def read_features(doc, checks):
              "--mask", ",".join(axes["mask"])] + common_args(doc))
 
 
+def read_head_dims(doc, checks, backward=False):
+    """The head dims matrix as one group: its pairwise rows (as read_features), as
+    head_dims/<kernel> runs them, or (backward) as backward/head_dims/<kernel> does."""
+    what = "backward/head_dims" if backward else "head_dims"
+    return (what, what + "/", checks, read_features(doc, [])[3])
+
+
 def read_packed(doc):
     """The packed batches as one group: the pairwise rows of their axes, check 'packed'."""
     name, prefix, _, args = read_features(doc, [])
@@ -174,6 +182,7 @@ def main():
     for opt in ("--correctness", "--lister", "--plugin", "--shapes", "--tolerance"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--features", help="the version-2 features matrix (shapes/features.txt), run pairwise")
+    ap.add_argument("--head-dims", help="the head dims beyond the other matrices' (shapes/head_dims.txt), run pairwise")
     ap.add_argument("--packed", help="the packed batches (shapes/packed.txt), run pairwise")
     ap.add_argument("--builtins", default="")
     ap.add_argument("--out", default=".")
@@ -192,10 +201,12 @@ def main():
     a.all_checks += backward
     groups = read_shapes(shapes(a.shapes), check_names(table, CONTRACT_GROUPS)) + (
         [read_features(shapes(a.features), correctness)] if a.features else []) + (
+        [read_head_dims(shapes(a.head_dims), correctness)] if a.head_dims else []) + (
         [read_packed(shapes(a.packed))] if a.packed else []) + [
         ("backward/" + what, "backward/", backward, args) for what, _, _, args in read_shapes(shapes(a.shapes), [])] + (
         [("backward/features", "backward/features/", check_names(table, ("backward",)),
           read_features(shapes(a.features), [])[3])] if a.features else []) + (
+        [read_head_dims(shapes(a.head_dims), ["bwd_accuracy"], backward=True)] if a.head_dims else []) + (
         [read_packed_backward(shapes(a.packed))] if a.packed else [])
     listed = subprocess.run([a.lister, a.plugin], capture_output=True, text=True)
     if listed.returncode:

@@ -91,6 +91,10 @@ class Shapes(unittest.TestCase):
             "--pairwise", "--dtype", "fp16,bf16", "--head-dim", "64,96,128,256,192x128", "--mask", "full,causal",
             "--heads-k", "8,2,1", "--window", "-1:-1,16:0,0:16,3:5", "--softcap", "0,30", "--shapes",
             "1x1,17x17,128x128,1000x1000,1x239,239x1,127x512,512x127,16x2000", "--batch", "2", "--heads", "8"])
+        dims = selftest.read_head_dims(doc("features"), ["bwd_accuracy"], backward=True)
+        self.assertEqual(dims[:3], ("backward/head_dims", "backward/head_dims/", ["bwd_accuracy"]))
+        self.assertEqual(dims[3], selftest.read_features(doc("features"), [])[3])
+        self.assertEqual(selftest.read_head_dims(doc("features"), ["accuracy"])[:2], ("head_dims", "head_dims/"))
         packed = selftest.read_packed(doc("packed"))
         self.assertEqual(packed[2], ["packed"])
         self.assertIn("--page-size", packed[3])
