@@ -408,12 +408,14 @@ extern "C" cudaError_t attn_lse_verdict_gpu(const float *lse, const float *lg, s
 /* ---- the stream gate ------------------------------------------------------------ */
 
 struct attn_gate {
-    volatile int *flags, *flags_dev; /* pinned, mapped: [0] open, [1] timed out */
+    /* pinned, mapped: [0] open, [1] timed out, [2 + i] block i started */
+    volatile int *flags, *flags_dev;
 };
 
 __global__ void gate_kernel(volatile int *flags, unsigned long long timeout_ns) {
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    flags[2 + blockIdx.x] = 1;
     do {
         if (flags[0]) return;
         __nanosleep(1000);
@@ -426,16 +428,38 @@ extern "C" cudaError_t attn_gate_create(attn_gate **out) {
     attn_gate *g = (attn_gate *)calloc(1, sizeof *g);
     *out = g;
     if (!g) return cudaErrorMemoryAllocation;
-    cudaError_t e = cudaHostAlloc((void **)&g->flags, 2 * sizeof(int), cudaHostAllocMapped);
+    cudaError_t e = cudaHostAlloc((void **)&g->flags, (2 + ATTN_GATE_MAX_BLOCKS) * sizeof(int), cudaHostAllocMapped);
     if (e == cudaSuccess) e = cudaHostGetDevicePointer((void **)&g->flags_dev, (void *)g->flags, 0);
     return e;
 }
 
-extern "C" cudaError_t attn_gate_shut(attn_gate *g, cudaStream_t stream, double timeout_s) {
-    g->flags[0] = 0;
-    g->flags[1] = 0;
-    gate_kernel<<<1, 1, 0, stream>>>(g->flags_dev, (unsigned long long)(timeout_s * 1e9));
+static cudaError_t gate_launch(attn_gate *g, cudaStream_t stream, double timeout_s, int blocks, int smem) {
+    if (blocks < 1 || blocks > ATTN_GATE_MAX_BLOCKS) return cudaErrorInvalidValue;
+    for (int i = 0; i < 2 + ATTN_GATE_MAX_BLOCKS; i++) g->flags[i] = 0;
+    gate_kernel<<<blocks, 1, smem, stream>>>(g->flags_dev, (unsigned long long)(timeout_s * 1e9));
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t attn_gate_shut(attn_gate *g, cudaStream_t stream, double timeout_s) {
+    return gate_launch(g, stream, timeout_s, 1, 0);
+}
+
+extern "C" cudaError_t attn_gate_hold_sms(attn_gate *g, cudaStream_t stream, double timeout_s, int blocks) {
+    int dev, optin;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    /* the most a block may have: with the 1 KB each block reserves, the SM's whole shared memory */
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(gate_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(gate_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
+    return e == cudaSuccess ? gate_launch(g, stream, timeout_s, blocks, optin) : e;
+}
+
+extern "C" int attn_gate_running(const attn_gate *g) {
+    int n = 0;
+    for (int i = 0; i < ATTN_GATE_MAX_BLOCKS; i++) n += g->flags[2 + i];
+    return n;
 }
 
 extern "C" void attn_gate_open(attn_gate *g) { g->flags[0] = 1; }

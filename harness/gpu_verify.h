@@ -120,6 +120,13 @@ typedef struct attn_gate attn_gate;
 cudaError_t attn_gate_create(attn_gate **out);
 /* Enqueues the shut gate on `stream`. */
 cudaError_t attn_gate_shut(attn_gate *g, cudaStream_t stream, double timeout_s);
+/* Enqueues the shut gate on `stream` as `blocks` (at most ATTN_GATE_MAX_BLOCKS) blocks of one
+ * thread, each with the most shared memory a block may have, so that no other block fits on
+ * an SM one of them holds: the SMs they hold are busy until the gate opens. */
+enum { ATTN_GATE_MAX_BLOCKS = 1024 };
+cudaError_t attn_gate_hold_sms(attn_gate *g, cudaStream_t stream, double timeout_s, int blocks);
+/* How many of the gate's blocks have started (read while it is shut). */
+int attn_gate_running(const attn_gate *g);
 void attn_gate_open(attn_gate *g);
 /* 1 when the last gate opened by its timeout, not by attn_gate_open (read after the stream
  * has passed it). */

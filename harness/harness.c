@@ -82,6 +82,11 @@ double attn_wall_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+void attn_sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 uint64_t attn_seed_from_name(const char *name) {
     const char *env = getenv("ATTN_SEED");
     if (env && *env) return strtoull(env, NULL, 0);

@@ -30,6 +30,8 @@ void attn_params_clear(attn_fwd_params *p, int heads);
 
 /* Seconds on a monotonic clock (for elapsed times). */
 double attn_wall_s(void);
+/* Sleeps s seconds (polling loops). */
+void attn_sleep_s(double s);
 
 uint64_t attn_seed_from_name(const char *name); /* FNV-1a, or $ATTN_SEED when set */
 typedef struct { uint64_t s; int has_spare; double spare; } attn_rng;

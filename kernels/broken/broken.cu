@@ -85,6 +85,8 @@ enum {
     /* layout fixture: right wherever every row starts on a 16-byte boundary */
     BUG_ROWS_IN_VECTORS,    /* rows addressed in 16-byte vectors: a row's start rounded down */
     BUG_ZERO_STRIDE_DEFAULT,/* a zero batch or head stride of K or V taken as "not given": dense */
+    /* progress fixture: right, but its blocks wait for each other */
+    BUG_GRID_BARRIER,       /* every block waits at a software grid barrier before its stores */
 };
 
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
@@ -143,7 +145,7 @@ template <int BUG, typename P> __device__ __forceinline__ P *base(P *ptr) {
 
 template <typename T, int D, int BUG>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-broken_fwd_kernel(const attn_fwd_params p) {
+broken_fwd_kernel(const attn_fwd_params p, unsigned *arrivals) {
     constexpr int E = D / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row = row_of<BUG>(p, warp);
@@ -249,6 +251,15 @@ broken_fwd_kernel(const attn_fwd_params p) {
     for (int e = 0; e < E; ++e) /* a row that sees no key: zeros (BUG_EMPTY_ROW_NAN: 0/0) */
         stage[warp][e * 32 + lane] = BUG == BUG_EMPTY_ROW_NAN || n_keys > 0 ? acc[e] / l : 0.f;
     if constexpr (BUG != BUG_MISSING_BARRIER) __syncthreads(); /* BUG: no barrier */
+    if constexpr (BUG == BUG_GRID_BARRIER) { /* BUG: a grid-wide barrier with no cooperative launch,
+        as a kernel that combines its splits in place: right while every block of the grid is
+        resident at once, which nothing guarantees (another stream's work holds SMs) */
+        if (arrivals && threadIdx.x == 0) {
+            atomicAdd(arrivals, 1u);
+            while (atomicAdd(arrivals, 0u) < gridDim.x) __nanosleep(256);
+        }
+        __syncthreads();
+    }
     const int src = (warp + 1) % kWarpsPerBlock;
     const int64_t src_row = row_of<BUG>(p, src);
     if (src_row >= 0) {
@@ -290,19 +301,38 @@ int launch(const attn_fwd_params *p, cudaStream_t stream) {
         if (cudaFuncSetAttribute(broken_fwd_kernel<T, D, BUG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  want) != cudaSuccess)
             return kErr;
-        broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, want, stream>>>(*p);
+        broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, want, stream>>>(*p, nullptr);
         return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
     }
     if constexpr (BUG == BUG_GRID_Y) { /* BUG: batch x heads in gridDim.y (limit 65535) */
         const int64_t bh = (int64_t)p->batch * p->heads;
         if (bh > 0x7fffffff) return kErr;
         const dim3 grid((unsigned)((p->seqlen_q + kWarpsPerBlock - 1) / kWarpsPerBlock), (unsigned)bh);
-        broken_fwd_kernel<T, D, BUG><<<grid, kWarpsPerBlock * 32, 0, stream>>>(*p);
+        broken_fwd_kernel<T, D, BUG><<<grid, kWarpsPerBlock * 32, 0, stream>>>(*p, nullptr);
         return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
     }
-    broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
+    if constexpr (BUG == BUG_GRID_BARRIER) { /* the barrier where the grid fits in half the GPU at
+        once (alone, or beside one other call, every block is resident): a counter per call */
+        int dev, sms, per_sm;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, broken_fwd_kernel<T, D, BUG>, kWarpsPerBlock * 32,
+                                                          0) != cudaSuccess)
+            return kErr;
+        if (2 * n_blocks <= (int64_t)sms * per_sm) {
+            unsigned *arrivals = nullptr;
+            if (cudaMallocAsync((void **)&arrivals, sizeof *arrivals, stream) != cudaSuccess ||
+                cudaMemsetAsync(arrivals, 0, sizeof *arrivals, stream) != cudaSuccess)
+                return kErr;
+            broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p, arrivals);
+            cudaError_t e = cudaGetLastError();
+            if (cudaFreeAsync(arrivals, stream) != cudaSuccess) e = cudaErrorUnknown;
+            return e == cudaSuccess ? ATTN_OK : kErr;
+        }
+    }
+    broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p, nullptr);
     if constexpr (BUG == BUG_SLOW_2X) /* BUG: the same work again */
-        broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p);
+        broken_fwd_kernel<T, D, BUG><<<(unsigned)n_blocks, kWarpsPerBlock * 32, 0, stream>>>(*p, nullptr);
     return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
 }
 
@@ -497,6 +527,7 @@ const attn_kernel table[] = {
     { "broken_k_scaled_and_back", broken_fwd<BUG_K_SCALED_AND_BACK> },
     { "broken_rows_in_vectors", broken_fwd<BUG_ROWS_IN_VECTORS> },
     { "broken_zero_stride_default", broken_fwd<BUG_ZERO_STRIDE_DEFAULT> },
+    { "broken_grid_barrier", broken_fwd<BUG_GRID_BARRIER> },
 };
 
 #if ATTN_ABI_VERSION >= 2

@@ -74,7 +74,7 @@ MUST_BE_CAUGHT_BY = {"broken_q_scaled_in_place": "inputs_unchanged", "broken_k_s
                      "broken_bwd_o_cleared": "bwd_inputs_unchanged", "broken_bwd_scale_ignored": "bwd_scale",
                      "broken_shared_workspace": "concurrent", "broken_bwd_shared_row_sums": "bwd_concurrent",
                      "broken_rows_in_vectors": "unaligned", "broken_bwd_grad_rows_in_vectors": "bwd_unaligned",
-                     "broken_zero_stride_default": "broadcast"}
+                     "broken_zero_stride_default": "broadcast", "broken_grid_barrier": "busy_sms"}
 
 
 def broken_verdict(kernel, counts, n_failed):

@@ -1,9 +1,9 @@
 /* The kernel contract (group contract in checks.def): fwd only enqueues, on the stream it is
  * given (stream_order); it captures into a CUDA graph (graph_capture); it keeps no state
  * across calls (interleaved); calls on two streams at once do not share device state
- * (concurrent); after each of their launches the inputs are verified for the check
- * inputs_unchanged (checks_inputs.c). And 'launch': one fwd, nothing judged, for
- * compute-sanitizer. */
+ * (concurrent); its work progresses on the SMs other work leaves free (busy_sms); after each
+ * of their launches the inputs are verified for the check inputs_unchanged (checks_inputs.c).
+ * And 'launch': one fwd, nothing judged, for compute-sanitizer. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +11,7 @@
 
 #include "context.h"
 #include "gpu_verify.h"
+#include "harness.h"
 
 /* The gated launch of stream_order: behind the shut gate, the real inputs arrive (from
  * `saved`) and the outputs are poisoned; fwd is called; the gate opens only after fwd
@@ -269,5 +270,127 @@ outcome check_concurrent(check_ctx *c) {
 done:
     concurrent_free(&cs);
     for (int i = 0; i < 2; i++) attn_gpu_problem_free(&x[i]);
+    return oc;
+}
+
+/* 29. progress on a busy GPU: fwd while a kernel on another stream holds every SM but
+ * BUSY_FREE_SMS (attn_gate_hold_sms: one block each, the SM's whole shared memory), as a
+ * communication kernel or another stream's work holds them beside attention. The work fwd
+ * enqueues must finish on the SMs left, within the deadline (BUSY_SLACK times its time on the
+ * idle GPU scaled by the SMs it lost, at least BUSY_MIN_S), before the hold is released. A
+ * kernel whose blocks wait for blocks that have not started (a grid-wide barrier, splits
+ * waiting for each other, a persistent grid that needs every block resident) makes no progress
+ * until the hold ends. */
+enum { BUSY_FREE_SMS = 4, BUSY_SLACK = 50 };
+static const double BUSY_MIN_S = 1.0, BUSY_MAX_S = 20.0, BUSY_START_S = 5.0;
+
+/* The hold: its stream, gate and the event that marks fwd's work done; the SM count, the SMs
+ * held and the deadline of fwd's work. */
+typedef struct {
+    cudaStream_t s;
+    cudaEvent_t done;
+    attn_gate *gate;
+    int sms, held;
+    double deadline;
+} busy_hold;
+
+/* Holds every SM but BUSY_FREE_SMS and waits until the hold's blocks all run: 0, or 1 said
+ * (a setup failure, or the check cannot judge). */
+static int busy_hold_start(check_ctx *c, busy_hold *h, double idle_s) {
+    int dev = 0;
+    memset(h, 0, sizeof *h);
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&h->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        h->sms - BUSY_FREE_SMS < 1 || h->sms - BUSY_FREE_SMS > ATTN_GATE_MAX_BLOCKS) {
+        say(c, "  the check cannot judge: the GPU's SM count (%d) leaves none to hold\n", h->sms);
+        return 1;
+    }
+    h->held = h->sms - BUSY_FREE_SMS;
+    const double d = BUSY_SLACK * idle_s * h->sms / BUSY_FREE_SMS;
+    h->deadline = d < BUSY_MIN_S ? BUSY_MIN_S : d > BUSY_MAX_S ? BUSY_MAX_S : d;
+    if (cudaStreamCreateWithFlags(&h->s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&h->done, cudaEventDisableTiming) != cudaSuccess ||
+        attn_gate_create(&h->gate) != cudaSuccess ||
+        attn_gate_hold_sms(h->gate, h->s, h->deadline + GATE_TIMEOUT_S, h->held) != cudaSuccess) {
+        say(c, "  holding the SMs failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    const double t0 = attn_wall_s();
+    while (attn_gate_running(h->gate) < h->held) {
+        if (attn_wall_s() - t0 > BUSY_START_S || attn_gate_timed_out(h->gate)) {
+            say(c, "  the check cannot judge: %d of the %d blocks holding the SMs started in %.0f s (another "
+                "process's work on this GPU?)\n", attn_gate_running(h->gate), h->held, BUSY_START_S);
+            return 1;
+        }
+        attn_sleep_s(1e-4);
+    }
+    return 0;
+}
+
+static void busy_hold_free(busy_hold *h) {
+    if (h->gate) attn_gate_open(h->gate);
+    if (h->s) cudaStreamSynchronize(h->s), cudaStreamDestroy(h->s);
+    if (h->done) cudaEventDestroy(h->done);
+    attn_gate_destroy(h->gate);
+}
+
+outcome check_busy_sms(check_ctx *c) {
+    attn_gpu_problem x;
+    memset(&x, 0, sizeof x);
+    attn_problem_desc d = case_problem(c, CHECK_NO_busy_sms);
+    say_header(c, "busy_sms", &d);
+    busy_hold h;
+    memset(&h, 0, sizeof h);
+    outcome oc = CHECK_FAIL;
+    char err[1024];
+    if (build_problem(c, &x, &d) || problem_references(c, &x)) goto out;
+    /* the warm-up call on the idle GPU (first-call set-up included: a generous time) */
+    const double t0 = attn_wall_s();
+    launch_result lr = run_kernel(c, &x);
+    const double idle_s = attn_wall_s() - t0;
+    if (lr != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto out;
+    }
+    if (busy_hold_start(c, &h, idle_s)) goto out;
+    if (attn_gpu_problem_poison_outputs(&x, c->stream, err, sizeof err)) {
+        say(c, "  %s\n", err);
+        goto out;
+    }
+    lr = fwd_result(c, &x, c->kernel->fwd(&x.p, c->stream));
+    const int returned_held = !attn_gate_timed_out(h.gate); /* fwd returned while the SMs were held */
+    if (lr == LAUNCH_OK && cudaEventRecord(h.done, c->stream) != cudaSuccess) lr = LAUNCH_FAILED;
+    const double t1 = attn_wall_s();
+    cudaError_t q = cudaErrorNotReady;
+    while (lr == LAUNCH_OK && (q = cudaEventQuery(h.done)) == cudaErrorNotReady && attn_wall_s() - t1 < h.deadline &&
+           !attn_gate_timed_out(h.gate))
+        attn_sleep_s(1e-4);
+    const int finished_held = q == cudaSuccess && !attn_gate_timed_out(h.gate);
+    const double busy_s = attn_wall_s() - t1;
+    attn_gate_open(h.gate);
+    if (lr == LAUNCH_OK) lr = wait_kernel(c, c->stream);
+    if (lr != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto out;
+    }
+    verify_inputs(c, &x, "busy_sms");
+    if (!returned_held)
+        say(c, "  fwd did not return while another stream's kernel held %d of the %d SMs (the hold ended by its "
+            "timeout first): fwd waits for the GPU (see stream_order)\n", h.held, h.sms);
+    else if (!finished_held)
+        say(c, "  fwd's work did not finish in %.2f s on the %d SMs left while another stream's kernel held the other "
+            "%d (the call took %.4f s on the idle GPU); it finished %.2f s after the hold ended: its blocks wait "
+            "for blocks that cannot start (a grid-wide barrier or a wait on other blocks without a cooperative "
+            "launch; a grid that needs every block resident at once), or it needs more SMs at once than were left "
+            "(a cooperative launch, thread block clusters)\n", busy_s, BUSY_FREE_SMS, h.held, idle_s,
+            attn_wall_s() - t1 - busy_s);
+    else if (judge_all(c, &x, "busy SMs"))
+        say(c, "  fwd ran on the %d SMs another stream's kernel left free (it held the other %d)\n", BUSY_FREE_SMS,
+            h.held);
+    else
+        oc = CHECK_PASS;
+out:
+    busy_hold_free(&h);
+    attn_gpu_problem_free(&x);
     return oc;
 }
