@@ -1,6 +1,7 @@
 /* The one contract every attention kernel meets, built-in or external (plugin).
  * A kernel enqueues a forward pass on `stream` and returns ATTN_OK, ATTN_UNSUPPORTED
- * (the harness reports "not supported", never "passed"), or any other value for an error.
+ * (the harness reports "not supported", never "passed"; a kernel that declines leaves no CUDA
+ * error pending for the caller's next cudaGetLastError), or any other value for an error.
  *
  * Version 2 appends fields to attn_fwd_params and attn_kernel; a version-1 plugin (built
  * against the old header: tests/abi_v1/attn_abi.h) still loads, its table read with the

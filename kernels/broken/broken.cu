@@ -87,13 +87,15 @@ enum {
     BUG_ZERO_STRIDE_DEFAULT,/* a zero batch or head stride of K or V taken as "not given": dense */
     /* progress fixture: right, but its blocks wait for each other */
     BUG_GRID_BARRIER,       /* every block waits at a software grid barrier before its stores */
+    /* decline fixture: right where it runs; where it declines, an error is left behind */
+    BUG_DECLINE_ERROR_PENDING, /* declines S_q >= 512 after a failed CUDA call, its error pending */
 };
 
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
 constexpr int kernel_bug(int bug) {
     return bug == BUG_OWN_STREAM || bug == BUG_HOST_SYNC || bug == BUG_ALLOC_IN_FWD ||
                    bug == BUG_CACHED_SHAPE || bug == BUG_SHARED_WORKSPACE || bug == BUG_TIMING_CHEAT ||
-                   bug == BUG_Q_SCALED_IN_PLACE || bug == BUG_K_SCALED_AND_BACK
+                   bug == BUG_Q_SCALED_IN_PLACE || bug == BUG_K_SCALED_AND_BACK || bug == BUG_DECLINE_ERROR_PENDING
                ? BUG_NONE
                : bug;
 }
@@ -378,6 +380,17 @@ int broken_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1) return kErr;
     if (!p->q || !p->k || !p->v || !p->o) return kErr;
 
+    if constexpr (BUG == BUG_DECLINE_ERROR_PENDING) {
+        /* BUG: from S_q = 512 on it tries a configuration with more shared memory than any GPU
+         * has (as a kernel probing whether its large-tile path fits), and declines when that
+         * fails, leaving the failed call's error pending: the caller's next cudaGetLastError()
+         * reports it as its own */
+        if (p->seqlen_q >= 512) {
+            (void)cudaFuncSetAttribute(broken_fwd_kernel<__half, 64, BUG_NONE>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 30);
+            return ATTN_UNSUPPORTED;
+        }
+    }
     if constexpr (BUG == BUG_OWN_STREAM) {
         /* BUG: the work goes on a non-blocking stream of the kernel's own, created once; the
          * caller's stream is ignored and no event joins the two, so the caller's stream
@@ -528,6 +541,7 @@ const attn_kernel table[] = {
     { "broken_rows_in_vectors", broken_fwd<BUG_ROWS_IN_VECTORS> },
     { "broken_zero_stride_default", broken_fwd<BUG_ZERO_STRIDE_DEFAULT> },
     { "broken_grid_barrier", broken_fwd<BUG_GRID_BARRIER> },
+    { "broken_decline_error_pending", broken_fwd<BUG_DECLINE_ERROR_PENDING> },
 };
 
 #if ATTN_ABI_VERSION >= 2

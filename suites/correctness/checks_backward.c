@@ -57,7 +57,7 @@ static launch_result bwd_result(check_ctx *c, int rc) {
         if (!c->unsupported[0])
             snprintf(c->unsupported, sizeof c->unsupported, "kernel '%s' returned ATTN_UNSUPPORTED from bwd for %s",
                      c->kernel->name, c->tc->label);
-        return LAUNCH_UNSUPPORTED;
+        return declined(c, "bwd");
     }
     if (rc != ATTN_OK) {
         say(c, "  kernel '%s' returned error code %d from bwd\n", c->kernel->name, rc);
@@ -73,6 +73,7 @@ static launch_result run_bwd(check_ctx *c, attn_bwd_problem *x) {
         say(c, "  %s\n", err);
         return LAUNCH_FAILED;
     }
+    cudaGetLastError(); /* an error left before the call is not the kernel's (declined) */
     launch_result lr = bwd_result(c, c->kernel->bwd(&x->bp, c->stream));
     return lr == LAUNCH_OK ? wait_kernel(c, c->stream) : lr;
 }

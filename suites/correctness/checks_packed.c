@@ -128,6 +128,7 @@ static outcome packed_contract(check_ctx *c, attn_gpu_problem *x) {
 /* The first launch on the packed problem x (its references computed first). */
 static launch_result packed_launch(check_ctx *c, attn_gpu_problem *x) {
     if (problem_references(c, x)) return LAUNCH_FAILED;
+    cudaGetLastError(); /* an error left before the call is not the kernel's (declined) */
     const int rc = c->kernel->fwd(&x->p, c->stream);
     if (rc == ATTN_OK) return wait_kernel(c, c->stream);
     if (rc != ATTN_UNSUPPORTED) {
@@ -137,7 +138,7 @@ static launch_result packed_launch(check_ctx *c, attn_gpu_problem *x) {
     if (!c->unsupported[0])
         snprintf(c->unsupported, sizeof c->unsupported, "kernel '%s' returned ATTN_UNSUPPORTED for a packed batch",
                  c->kernel->name);
-    return LAUNCH_UNSUPPORTED;
+    return declined(c, "fwd");
 }
 
 outcome check_packed(check_ctx *c) {

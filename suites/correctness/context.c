@@ -87,10 +87,20 @@ static void note_unsupported(check_ctx *c, const attn_gpu_problem *x) {
                  attn_layout_name(x->desc.layout[0]), attn_layout_name(x->desc.layout[3]));
 }
 
+launch_result declined(check_ctx *c, const char *call) {
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return LAUNCH_UNSUPPORTED;
+    say(c, "  kernel '%s' returned ATTN_UNSUPPORTED from %s but left a CUDA error pending (%s: %s): the caller's "
+        "next error check (cudaGetLastError, as PyTorch makes after every operation) reports it as its own; a "
+        "kernel that declines after a failed CUDA call must clear it\n", c->kernel->name, call, cudaGetErrorName(e),
+        cudaGetErrorString(e));
+    return LAUNCH_FAILED;
+}
+
 launch_result fwd_result(check_ctx *c, const attn_gpu_problem *x, int rc) {
     if (rc == ATTN_UNSUPPORTED) {
         note_unsupported(c, x);
-        return LAUNCH_UNSUPPORTED;
+        return declined(c, "fwd");
     }
     if (rc != ATTN_OK) {
         say(c, "  kernel '%s' returned error code %d\n", c->kernel->name, rc);
@@ -116,6 +126,7 @@ launch_result run_kernel(check_ctx *c, attn_gpu_problem *x) {
         say(c, "  %s\n", err);
         return LAUNCH_FAILED;
     }
+    cudaGetLastError(); /* an error left before the call is not the kernel's (declined) */
     launch_result lr = fwd_result(c, x, c->kernel->fwd(&x->p, c->stream));
     return lr == LAUNCH_OK ? wait_kernel(c, c->stream) : lr;
 }

@@ -89,6 +89,10 @@ outcome prepare(check_ctx *c, attn_gpu_problem *x, const attn_problem_desc *d, c
 
 /* What fwd returned, as a launch result (the reason in msg). */
 launch_result fwd_result(check_ctx *c, const attn_gpu_problem *x, int rc);
+/* A call (`call`: "fwd", "bwd") that returned ATTN_UNSUPPORTED: LAUNCH_UNSUPPORTED, or
+ * LAUNCH_FAILED where it left a CUDA error pending (cleared here). Callers clear the error
+ * state before the call (cudaGetLastError), so that only the kernel's own is seen. */
+launch_result declined(check_ctx *c, const char *call);
 /* Waits for `stream`; a kernel fault or launch error is the kernel's failure. */
 launch_result wait_kernel(check_ctx *c, cudaStream_t stream);
 /* Poisons O and LSE, runs the kernel, waits, all on c->stream. */
