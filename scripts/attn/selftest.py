@@ -5,7 +5,7 @@ at least one correctness check somewhere in the selftest matrix, and every corre
 
     scripts/selftest.py --correctness BIN --lister BIN --plugin LIB --builtins a,b
         --shapes shapes/selftest.txt [--features shapes/features.txt] [--head-dims shapes/head_dims.txt]
-        [--packed shapes/packed.txt] --tolerance FILE [--out DIR] [--jobs 8]
+        [--packed shapes/packed.txt] --tolerance FILE [--out DIR] [--jobs 8] [--kernels a,b]
 
 The matrix: shapes/selftest.txt, one attn_correctness process per (dtype, head dim, mask),
 and with --features the version-2 features matrix (shapes/features.txt), one process per
@@ -185,6 +185,8 @@ def main():
     ap.add_argument("--head-dims", help="the head dims beyond the other matrices' (shapes/head_dims.txt), run pairwise")
     ap.add_argument("--packed", help="the packed batches (shapes/packed.txt), run pairwise")
     ap.add_argument("--builtins", default="")
+    ap.add_argument("--kernels", help="only these of the built-ins and the plugin's kernels (comma-separated): "
+                    "re-run one fixture, or split the selftest; the verdict covers only them")
     ap.add_argument("--out", default=".")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per group of cases")
@@ -215,6 +217,12 @@ def main():
     broken = [k for k in listed.stdout.split() if k not in elsewhere]
     correct = [k for k in a.builtins.split(",") if k] + [k for k in broken if k in CONTROLS]
     kernels = [(k, None) for k in a.builtins.split(",") if k] + [(k, a.plugin) for k in broken]
+    if a.kernels:
+        only = a.kernels.split(",")
+        unknown = sorted(set(only) - {k for k, _ in kernels})
+        if unknown:
+            sys.exit(f"selftest: --kernels: not a built-in or a broken kernel of the selftest: {', '.join(unknown)}")
+        kernels = [(k, p) for k, p in kernels if k in only]
 
     jobs = [(k, p, g) for k, p in kernels for g in groups]
     probe = run_group(a, *jobs[0])  # no GPU: every group would only say so
@@ -242,7 +250,7 @@ def main():
         matrix[k] = {"cases": len(rs), "cases_failed": n_failed, "checks": counts, "verdict": verdict,
                      "failed_tests": [n for n, f in rs if f]}
         lines.append(f"| {k} | {n_failed}/{len(rs)} | " + " | ".join(str(counts[c]) for c in columns) + f" | {verdict} |")
-    silent = [c for c in a.all_checks if not any(matrix[k]["checks"][c] for k in broken if k not in CONTROLS)]
+    silent = [c for c in a.all_checks if not any(matrix[k]["checks"][c] for k in matrix if k in broken and k not in CONTROLS)]
     table = "\n".join(lines)
     print(table)
     print(f"\nchecks that caught nothing: {', '.join(silent) or 'none'}")
