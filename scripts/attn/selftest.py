@@ -34,7 +34,7 @@ import re
 import subprocess
 import sys
 
-from attn.schema import SHAPES_TOOL_ENV, load_checks, load_shapes
+from attn.schema import SHAPES_TOOL_ENV, fail, load_checks, load_shapes
 
 PROG = "selftest"
 
@@ -148,6 +148,18 @@ def read_packed_backward(doc):
     return ("backward/packed", "backward/packed/", ["bwd_accuracy", "bwd_inputs_unchanged"], args)
 
 
+def select_kernels(kernels, only):
+    """The (kernel, plugin) pairs --kernels names (all without it); a name the selftest does not
+    run is an error, not an empty verdict."""
+    if not only:
+        return kernels
+    names = only.split(",")
+    unknown = sorted(set(names) - {k for k, _ in kernels})
+    if unknown:
+        fail(PROG, "--kernels", f"not a built-in or a broken kernel of the selftest: {', '.join(unknown)}")
+    return [(k, p) for k, p in kernels if k in names]
+
+
 CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)(?: (\S+))?", re.M)
 
 
@@ -217,12 +229,7 @@ def main():
     broken = [k for k in listed.stdout.split() if k not in elsewhere]
     correct = [k for k in a.builtins.split(",") if k] + [k for k in broken if k in CONTROLS]
     kernels = [(k, None) for k in a.builtins.split(",") if k] + [(k, a.plugin) for k in broken]
-    if a.kernels:
-        only = a.kernels.split(",")
-        unknown = sorted(set(only) - {k for k, _ in kernels})
-        if unknown:
-            sys.exit(f"selftest: --kernels: not a built-in or a broken kernel of the selftest: {', '.join(unknown)}")
-        kernels = [(k, p) for k, p in kernels if k in only]
+    kernels = select_kernels(kernels, a.kernels)
 
     jobs = [(k, p, g) for k, p in kernels for g in groups]
     probe = run_group(a, *jobs[0])  # no GPU: every group would only say so

@@ -97,6 +97,11 @@ class Shapes(unittest.TestCase):
         self.assertEqual(selftest.read_head_dims(doc("features"), ["accuracy"])[:2], ("head_dims", "head_dims/"))
         packed = selftest.read_packed(doc("packed"))
         self.assertEqual(packed[2], ["packed"])
+        kernels = [("simple", None), ("broken_none", "lib.so"), ("broken_grid_barrier", "lib.so")]
+        self.assertEqual(selftest.select_kernels(kernels, None), kernels)
+        self.assertEqual(selftest.select_kernels(kernels, "broken_grid_barrier,simple"),
+                         [("simple", None), ("broken_grid_barrier", "lib.so")])
+        self.assertIn("broken_typo", exits_with(self, lambda: selftest.select_kernels(kernels, "simple,broken_typo")))
         self.assertIn("--page-size", packed[3])
         self.assertEqual(packed[3][packed[3].index("--shapes") + 1].split(",")[1], "239x1+5x5+64x300+1000x1000")
 
