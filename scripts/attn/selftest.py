@@ -238,8 +238,11 @@ def main():
         return 77
     results = {}
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
-        for (k, _, _), (cases, _, _) in zip(jobs, pool.map(lambda j: run_group(a, *j), jobs)):
+        for i, ((k, _, _), (cases, _, _)) in enumerate(zip(jobs, pool.map(lambda j: run_group(a, *j), jobs))):
             results.setdefault(k, []).extend(cases)
+            if (i + 1) % len(groups) == 0:  # its last group: a run stopped early still shows how far it got
+                print(f"selftest: {k}: {sum(1 for _, f in results[k] if f)}/{len(results[k])} cases failed "
+                      f"({i + 1}/{len(jobs)} groups done)", flush=True)
     columns = a.all_checks + ["crash_or_timeout"]
     matrix, ok = {}, True
     lines = ["| kernel | cases failed | " + " | ".join(columns) + " | verdict |",
