@@ -5,7 +5,7 @@ at least one correctness check somewhere in the selftest matrix, and every corre
 
     scripts/selftest.py --correctness BIN --lister BIN --plugin LIB --builtins a,b
         --shapes shapes/selftest.txt [--features shapes/features.txt] [--head-dims shapes/head_dims.txt]
-        [--packed shapes/packed.txt] --tolerance FILE [--out DIR] [--jobs 8] [--kernels a,b]
+        [--packed shapes/packed.txt] --tolerance FILE [--out DIR] [--jobs 8] [--kernels a,b] [--shard K/N]
 
 The matrix: shapes/selftest.txt, one attn_correctness process per (dtype, head dim, mask),
 and with --features the version-2 features matrix (shapes/features.txt), one process per
@@ -148,16 +148,21 @@ def read_packed_backward(doc):
     return ("backward/packed", "backward/packed/", ["bwd_accuracy", "bwd_inputs_unchanged"], args)
 
 
-def select_kernels(kernels, only):
-    """The (kernel, plugin) pairs --kernels names (all without it); a name the selftest does not
-    run is an error, not an empty verdict."""
-    if not only:
-        return kernels
-    names = only.split(",")
-    unknown = sorted(set(names) - {k for k, _ in kernels})
-    if unknown:
-        fail(PROG, "--kernels", f"not a built-in or a broken kernel of the selftest: {', '.join(unknown)}")
-    return [(k, p) for k, p in kernels if k in names]
+def select_kernels(kernels, only, shard=None):
+    """The (kernel, plugin) pairs --kernels names (all without it), then of those the i-th with
+    i % N == K for --shard K/N; a name the selftest does not run is an error, not an empty verdict."""
+    if only:
+        names = only.split(",")
+        unknown = sorted(set(names) - {k for k, _ in kernels})
+        if unknown:
+            fail(PROG, "--kernels", f"not a built-in or a broken kernel of the selftest: {', '.join(unknown)}")
+        kernels = [(k, p) for k, p in kernels if k in names]
+    if shard:
+        m = re.fullmatch(r"(\d+)/(\d+)", shard)
+        if not m or not 0 <= int(m[1]) < int(m[2]):
+            fail(PROG, "--shard", f"'{shard}' is not K/N with 0 <= K < N")
+        kernels = kernels[int(m[1])::int(m[2])]
+    return kernels
 
 
 CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)(?: (\S+))?", re.M)
@@ -198,7 +203,9 @@ def main():
     ap.add_argument("--packed", help="the packed batches (shapes/packed.txt), run pairwise")
     ap.add_argument("--builtins", default="")
     ap.add_argument("--kernels", help="only these of the built-ins and the plugin's kernels (comma-separated): "
-                    "re-run one fixture, or split the selftest; the verdict covers only them")
+                    "re-run one fixture; the verdict covers only them")
+    ap.add_argument("--shard", help="K/N: of those kernels the i-th with i %% N == K (a selftest split over N runs, "
+                    "each its own verdict)")
     ap.add_argument("--out", default=".")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per group of cases")
@@ -229,7 +236,7 @@ def main():
     broken = [k for k in listed.stdout.split() if k not in elsewhere]
     correct = [k for k in a.builtins.split(",") if k] + [k for k in broken if k in CONTROLS]
     kernels = [(k, None) for k in a.builtins.split(",") if k] + [(k, a.plugin) for k in broken]
-    kernels = select_kernels(kernels, a.kernels)
+    kernels = select_kernels(kernels, a.kernels, a.shard)
 
     jobs = [(k, p, g) for k, p in kernels for g in groups]
     probe = run_group(a, *jobs[0])  # no GPU: every group would only say so

@@ -102,6 +102,9 @@ class Shapes(unittest.TestCase):
         self.assertEqual(selftest.select_kernels(kernels, "broken_grid_barrier,simple"),
                          [("simple", None), ("broken_grid_barrier", "lib.so")])
         self.assertIn("broken_typo", exits_with(self, lambda: selftest.select_kernels(kernels, "simple,broken_typo")))
+        self.assertEqual(selftest.select_kernels(kernels, None, "1/2"), [("broken_none", "lib.so")])
+        self.assertEqual(selftest.select_kernels(kernels, "simple,broken_none", "0/2"), [("simple", None)])
+        self.assertIn("0 <= K < N", exits_with(self, lambda: selftest.select_kernels(kernels, None, "2/2")))
         self.assertIn("--page-size", packed[3])
         self.assertEqual(packed[3][packed[3].index("--shapes") + 1].split(",")[1], "239x1+5x5+64x300+1000x1000")
 
