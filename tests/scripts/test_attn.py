@@ -76,6 +76,17 @@ class Shapes(unittest.TestCase):
         self.assertIn("no fixture", exits_with(self, lambda: schema.load_shapes("nothing.txt", "t", tool=FAKE_TOOL)))
         self.assertIn("cannot run", exits_with(self, lambda: schema.load_shapes("f.txt", "t", tool="/no/such/attn_shapes")))
 
+    def test_selftest_kernels(self):
+        """--kernels and --shard: the kernels a selftest run covers."""
+        kernels = [("simple", None), ("broken_none", "lib.so"), ("broken_grid_barrier", "lib.so")]
+        self.assertEqual(selftest.select_kernels(kernels, None), kernels)
+        self.assertEqual(selftest.select_kernels(kernels, "broken_grid_barrier,simple"),
+                         [("simple", None), ("broken_grid_barrier", "lib.so")])
+        self.assertIn("broken_typo", exits_with(self, lambda: selftest.select_kernels(kernels, "simple,broken_typo")))
+        self.assertEqual(selftest.select_kernels(kernels, None, "1/2"), [("broken_none", "lib.so")])
+        self.assertEqual(selftest.select_kernels(kernels, "simple,broken_none", "0/2"), [("simple", None)])
+        self.assertIn("0 <= K < N", exits_with(self, lambda: selftest.select_kernels(kernels, None, "2/2")))
+
     def test_selftest_matrix(self):
         """The attn_correctness arguments the Python shapes parser gave for shapes/*.txt."""
         table = schema.load_checks("t", json_text=fixture("checks.json"))
@@ -97,14 +108,6 @@ class Shapes(unittest.TestCase):
         self.assertEqual(selftest.read_head_dims(doc("features"), ["accuracy"])[:2], ("head_dims", "head_dims/"))
         packed = selftest.read_packed(doc("packed"))
         self.assertEqual(packed[2], ["packed"])
-        kernels = [("simple", None), ("broken_none", "lib.so"), ("broken_grid_barrier", "lib.so")]
-        self.assertEqual(selftest.select_kernels(kernels, None), kernels)
-        self.assertEqual(selftest.select_kernels(kernels, "broken_grid_barrier,simple"),
-                         [("simple", None), ("broken_grid_barrier", "lib.so")])
-        self.assertIn("broken_typo", exits_with(self, lambda: selftest.select_kernels(kernels, "simple,broken_typo")))
-        self.assertEqual(selftest.select_kernels(kernels, None, "1/2"), [("broken_none", "lib.so")])
-        self.assertEqual(selftest.select_kernels(kernels, "simple,broken_none", "0/2"), [("simple", None)])
-        self.assertIn("0 <= K < N", exits_with(self, lambda: selftest.select_kernels(kernels, None, "2/2")))
         self.assertIn("--page-size", packed[3])
         self.assertEqual(packed[3][packed[3].index("--shapes") + 1].split(",")[1], "239x1+5x5+64x300+1000x1000")
 
