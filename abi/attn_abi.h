@@ -20,7 +20,9 @@
  * enqueued on two streams may run at the same time: device memory a kernel keeps across
  * calls must not be written by two of them at once (check concurrent). Pointers and strides
  * carry no alignment rule (a slice of a larger tensor may start anywhere): a kernel that needs
- * one returns ATTN_UNSUPPORTED where it does not hold (check unaligned). */
+ * one returns ATTN_UNSUPPORTED where it does not hold (check unaligned). fwd and bwd leave the
+ * process's CUDA state as they found it: the current device, the device's limits and memory
+ * pools, the stream's attributes such as an L2 access policy window (check state_unchanged). */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 

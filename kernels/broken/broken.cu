@@ -89,13 +89,18 @@ enum {
     BUG_GRID_BARRIER,       /* every block waits at a software grid barrier before its stores */
     /* decline fixture: right where it runs; where it declines, an error is left behind */
     BUG_DECLINE_ERROR_PENDING, /* declines S_q >= 512 after a failed CUDA call, its error pending */
+    /* state fixture: right, but the process's CUDA state is not left as it was */
+    BUG_STATE_LEFT,         /* an L2 persistence window for K on the caller's stream, never reset */
+    /* control: correct, launched in clusters of two blocks (sm_90 on) */
+    BUG_CLUSTER_NONE,
 };
 
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
 constexpr int kernel_bug(int bug) {
     return bug == BUG_OWN_STREAM || bug == BUG_HOST_SYNC || bug == BUG_ALLOC_IN_FWD ||
                    bug == BUG_CACHED_SHAPE || bug == BUG_SHARED_WORKSPACE || bug == BUG_TIMING_CHEAT ||
-                   bug == BUG_Q_SCALED_IN_PLACE || bug == BUG_K_SCALED_AND_BACK || bug == BUG_DECLINE_ERROR_PENDING
+                   bug == BUG_Q_SCALED_IN_PLACE || bug == BUG_K_SCALED_AND_BACK || bug == BUG_DECLINE_ERROR_PENDING ||
+                   bug == BUG_STATE_LEFT
                ? BUG_NONE
                : bug;
 }
@@ -313,6 +318,25 @@ int launch(const attn_fwd_params *p, cudaStream_t stream) {
         broken_fwd_kernel<T, D, BUG><<<grid, kWarpsPerBlock * 32, 0, stream>>>(*p, nullptr);
         return cudaGetLastError() == cudaSuccess ? ATTN_OK : kErr;
     }
+    if constexpr (BUG == BUG_CLUSTER_NONE) { /* right, in clusters of two blocks from sm_90 on, as
+        CUTLASS's kernels and two-block MMAs launch: a cluster's blocks run at once on one GPC, so
+        a check that leaves SMs free must leave two on some GPC (busy_sms) */
+        int dev, major;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            return kErr;
+        if (major >= 9) {
+            cudaLaunchAttribute cluster[1];
+            cluster[0].id = cudaLaunchAttributeClusterDimension;
+            cluster[0].val.clusterDim.x = 2, cluster[0].val.clusterDim.y = 1, cluster[0].val.clusterDim.z = 1;
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3((unsigned)((n_blocks + 1) / 2 * 2)), cfg.blockDim = dim3(kWarpsPerBlock * 32);
+            cfg.stream = stream, cfg.attrs = cluster, cfg.numAttrs = 1;
+            unsigned *no_arrivals = nullptr;
+            return cudaLaunchKernelEx(&cfg, broken_fwd_kernel<T, D, BUG>, *p, no_arrivals) == cudaSuccess ? ATTN_OK
+                                                                                                          : kErr;
+        }
+    }
     if constexpr (BUG == BUG_GRID_BARRIER) { /* the barrier where the grid fits in half the GPU at
         once (alone, or beside one other call, every block is resident): a counter per call */
         int dev, sms, per_sm;
@@ -390,6 +414,30 @@ int broken_fwd(const attn_fwd_params *p, cudaStream_t stream) {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 30);
             return ATTN_UNSUPPORTED;
         }
+    }
+    if constexpr (BUG == BUG_STATE_LEFT) {
+        /* BUG: an L2-residency hint, as a kernel that keeps K in L2 across its query tiles:
+         * K's first bytes as a persisting access policy window on the caller's stream and the
+         * device's persisting-L2 set-aside raised, neither put back, so every later kernel the
+         * caller enqueues on that stream runs with it. The output is right. A GPU without
+         * persisting L2 refuses the set-aside: that error is cleared (not the bug shown here). */
+        int dev = 0, max_window = 0, max_persist = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev) == cudaSuccess &&
+            max_window > 0 && max_persist > 0) {
+            if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, (size_t)max_persist) != cudaSuccess)
+                (void)cudaGetLastError();
+            cudaStreamAttrValue v = {};
+            v.accessPolicyWindow.base_ptr = const_cast<void *>(p->k);
+            v.accessPolicyWindow.num_bytes = max_window < 65536 ? (size_t)max_window : 65536;
+            v.accessPolicyWindow.hitRatio = 1.0f;
+            v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+            v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+            if (cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess)
+                (void)cudaGetLastError();
+        }
+        return dispatch<BUG>(p, stream);
     }
     if constexpr (BUG == BUG_OWN_STREAM) {
         /* BUG: the work goes on a non-blocking stream of the kernel's own, created once; the
@@ -542,6 +590,8 @@ const attn_kernel table[] = {
     { "broken_zero_stride_default", broken_fwd<BUG_ZERO_STRIDE_DEFAULT> },
     { "broken_grid_barrier", broken_fwd<BUG_GRID_BARRIER> },
     { "broken_decline_error_pending", broken_fwd<BUG_DECLINE_ERROR_PENDING> },
+    { "broken_state_left", broken_fwd<BUG_STATE_LEFT> },
+    { "broken_cluster_none", broken_fwd<BUG_CLUSTER_NONE> },
 };
 
 #if ATTN_ABI_VERSION >= 2

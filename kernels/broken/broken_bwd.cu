@@ -52,6 +52,7 @@ enum {
                                   call, not in the caller's workspace */
     BUG_GRAD_ROWS_IN_VECTORS,  /* dQ, dK, dV rows written from their start rounded down to 16
                                   bytes (as int4 stores would): right where rows are aligned */
+    BUG_POOL_LEFT_CURRENT,     /* its own memory pool made the device's current one, never put back */
 };
 
 constexpr int kWarpsPerBlock = 4; /* rows per block */
@@ -369,6 +370,22 @@ int launch(const attn_fwd_params *p, const attn_bwd_params *g, cudaStream_t stre
     if (blocks_1 > 0x7fffffff || blocks_2 > 0x7fffffff) return ATTN_UNSUPPORTED;
     const int group = p->heads / p->heads_k, D = p->head_dim, Dv = p->head_dim_v;
     float *ws = (float *)g->workspace;
+    if constexpr (BUG == BUG_POOL_LEFT_CURRENT) {
+        /* BUG: a pool of its own (to keep its scratch between calls) made the device's current
+         * pool at the first call and left so: the caller's cudaMallocAsync now takes from it.
+         * The gradients are right. */
+        static cudaMemPool_t own;
+        int dev = 0;
+        if (own == nullptr) {
+            cudaMemPoolProps props = {};
+            props.allocType = cudaMemAllocationTypePinned;
+            props.location.type = cudaMemLocationTypeDevice;
+            if (cudaGetDevice(&dev) != cudaSuccess) return kErr;
+            props.location.id = dev;
+            if (cudaMemPoolCreate(&own, &props) != cudaSuccess) return kErr;
+        }
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceSetMemPool(dev, own) != cudaSuccess) return kErr;
+    }
     if constexpr (BUG == BUG_SHARED_ROW_SUMS) {
         /* BUG: the row sums D_i (kernel 1 writes them, kernel 2 reads them) in a buffer made at
          * the first call and grown when a call needs more, as a plan's scratch often is: right
@@ -467,6 +484,7 @@ const attn_kernel table[] = {
     BROKEN_BWD("broken_bwd_keyless_dq_unwritten", BUG_KEYLESS_DQ_UNWRITTEN),
     BROKEN_BWD("broken_bwd_shared_row_sums", BUG_SHARED_ROW_SUMS),
     BROKEN_BWD("broken_bwd_grad_rows_in_vectors", BUG_GRAD_ROWS_IN_VECTORS),
+    BROKEN_BWD("broken_bwd_pool_left_current", BUG_POOL_LEFT_CURRENT),
 };
 #undef BROKEN_BWD
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The harness tests itself: every broken kernel of the fixture plugin must be rejected by
 at least one correctness check somewhere in the selftest matrix, and every correct kernel
-(the built-ins and the plugin's controls, broken_none and broken_v2_none) must pass all of it.
+(the built-ins and the plugin's controls: CONTROLS) must pass all of it.
 
     scripts/selftest.py --correctness BIN --lister BIN --plugin LIB --builtins a,b
         --shapes shapes/selftest.txt [--features shapes/features.txt] [--head-dims shapes/head_dims.txt]
@@ -63,7 +63,7 @@ NOT_A_CORRECTNESS_BUG = {"broken_hang", "broken_slow_2x", "broken_smem_too_big",
 NEEDS_LARGE_ROWS = {"broken_grid_y", "broken_int32_offsets", "broken_packed_int32_offsets"}
 # a bug on a path chosen from a length past this matrix's: the long suite (shapes/long.txt) catches it
 NEEDS_LONG_ROWS = {"broken_long_split_lost"}
-CONTROLS = {"broken_none", "broken_v2_none", "broken_bwd_none"}
+CONTROLS = {"broken_none", "broken_v2_none", "broken_bwd_none", "broken_cluster_none"}
 # the autotuner's fixture: its fwd is the control; its bugs sit behind its tunables, which
 # attn_tune's selftest (tests/tune_selftest.py) must reject
 TUNER_FIXTURES = {"broken_tunable"}
@@ -74,7 +74,8 @@ MUST_BE_CAUGHT_BY = {"broken_q_scaled_in_place": "inputs_unchanged", "broken_k_s
                      "broken_bwd_o_cleared": "bwd_inputs_unchanged", "broken_bwd_scale_ignored": "bwd_scale",
                      "broken_shared_workspace": "concurrent", "broken_bwd_shared_row_sums": "bwd_concurrent",
                      "broken_rows_in_vectors": "unaligned", "broken_bwd_grad_rows_in_vectors": "bwd_unaligned",
-                     "broken_zero_stride_default": "broadcast", "broken_grid_barrier": "busy_sms"}
+                     "broken_zero_stride_default": "broadcast", "broken_grid_barrier": "busy_sms",
+                     "broken_state_left": "state_unchanged", "broken_bwd_pool_left_current": "bwd_state_unchanged"}
 
 
 def broken_verdict(kernel, counts, n_failed):

@@ -399,7 +399,7 @@ outcome check_bwd_scale(check_ctx *c) {
     return oc;
 }
 
-/* 26. bwd on two streams at once: problems A and B (the case's shape, each its own buffers,
+/* 25. bwd on two streams at once: problems A and B (the case's shape, each its own buffers,
  * inputs and workspace) enqueued CONCURRENT_CALLS times each, A on one non-blocking stream and B
  * on another, both held until released together (check_concurrent's, for bwd); every gradient
  * judged. A kernel whose calls share device memory of its own (an accumulator or row sums kept
@@ -449,7 +449,7 @@ done:
     return oc;
 }
 
-/* 28. unaligned's layouts for the backward's eight tensors: one of Q, K, V, O, dO, dQ, dK, dV
+/* 27. unaligned's layouts for the backward's eight tensors: one of Q, K, V, O, dO, dQ, dK, dV
  * (the case's pick) with an odd row stride (BSHD+1), then one of Q, K, V, O with its base 2 bytes
  * past a 16-byte boundary; the others BSHD. bwd is right, or returns ATTN_UNSUPPORTED (declining
  * passes). */
@@ -499,5 +499,19 @@ outcome check_bwd_unaligned(check_ctx *c) {
         attn_bwd_problem_free(&x);
     }
     if (oc != CHECK_UNSUPPORTED) memcpy(c->unsupported, kept, sizeof kept); /* declining is not the case's reason */
+    return oc;
+}
+
+/* 31. state_unchanged's, for bwd: the process's CUDA state after a bwd as the kernel found it. */
+outcome check_bwd_state_unchanged(check_ctx *c) {
+    attn_bwd_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_bwd_state_unchanged);
+    say_header(c, "bwd_state_unchanged", &d);
+    outcome oc;
+    if (!build_bwd_with(c, &x, &d, NULL, 0, NULL, &oc)) {
+        const launch_result lr = run_bwd(c, &x);
+        oc = lr == LAUNCH_OK ? state_verdict(c, "bwd") : launch_outcome(lr);
+    }
+    attn_bwd_problem_free(&x);
     return oc;
 }

@@ -2,7 +2,8 @@
  * given (stream_order); it captures into a CUDA graph (graph_capture); it keeps no state
  * across calls (interleaved); calls on two streams at once do not share device state
  * (concurrent); its work progresses on the SMs other work leaves free (busy_sms); after each
- * of their launches the inputs are verified for the check inputs_unchanged (checks_inputs.c).
+ * of their launches the inputs are verified for the check inputs_unchanged (checks_inputs.c); it
+ * leaves the process's CUDA state as it found it (state_unchanged).
  * And 'launch': one fwd, nothing judged, for compute-sanitizer. */
 #include <stdio.h>
 #include <string.h>
@@ -223,7 +224,7 @@ outcome check_launch(check_ctx *c) {
     return oc;
 }
 
-/* 25. calls on two streams at once: problems A and B (the case's shape, each its own buffers
+/* 24. calls on two streams at once: problems A and B (the case's shape, each its own buffers
  * and inputs) enqueued CONCURRENT_CALLS times each, A on one non-blocking stream and B on
  * another, both behind shut gates that open together, so that the launches overlap on the GPU;
  * each output verified. A kernel whose calls share device memory (a workspace, split-KV
@@ -280,8 +281,11 @@ done:
  * idle GPU scaled by the SMs it lost, at least BUSY_MIN_S), before the hold is released. A
  * kernel whose blocks wait for blocks that have not started (a grid-wide barrier, splits
  * waiting for each other, a persistent grid that needs every block resident) makes no progress
- * until the hold ends. */
-enum { BUSY_FREE_SMS = 4, BUSY_SLACK = 50 };
+ * until the hold ends. BUSY_FREE_SMS is one more than the GPCs of an H100 or H200 (8): however
+ * the hold's blocks are placed, some GPC keeps two SMs free, so a kernel launched in clusters of
+ * two blocks (which run at once on one GPC) still progresses; a grid that needs more blocks
+ * resident at once than 9 SMs hold does not. */
+enum { BUSY_FREE_SMS = 9, BUSY_SLACK = 50 };
 static const double BUSY_MIN_S = 1.0, BUSY_MAX_S = 20.0, BUSY_START_S = 5.0;
 
 /* The hold: its stream, gate and the event that marks fwd's work done; the SM count, the SMs
@@ -391,6 +395,25 @@ outcome check_busy_sms(check_ctx *c) {
         oc = CHECK_PASS;
 out:
     busy_hold_free(&h);
+    attn_gpu_problem_free(&x);
+    return oc;
+}
+
+/* 30. the process's CUDA state as the kernel found it: after a fwd (and every call of the
+ * kernel's before it in this process), the current device, the device's limits, cache
+ * configuration and memory pools, this thread's capture mode and the stream's L2 access policy
+ * window and synchronization policy, as read before its first call (harness/cuda_state.h). A
+ * kernel that sets an L2 persistence window on the caller's stream, raises a device limit or
+ * makes its own pool current changes every later kernel of its caller's. */
+outcome check_state_unchanged(check_ctx *c) {
+    attn_gpu_problem x;
+    attn_problem_desc d = case_problem(c, CHECK_NO_state_unchanged);
+    say_header(c, "state_unchanged", &d);
+    outcome oc = CHECK_FAIL;
+    if (!build_problem(c, &x, &d)) {
+        const launch_result lr = run_kernel(c, &x);
+        oc = lr == LAUNCH_OK ? state_verdict(c, "fwd") : launch_outcome(lr);
+    }
     attn_gpu_problem_free(&x);
     return oc;
 }

@@ -258,7 +258,7 @@ static outcome declinable(check_ctx *c, const attn_problem_desc *d, const char *
     return oc;
 }
 
-/* 27. Layouts a real caller passes that are not 16-byte aligned (the ABI sets no alignment rule):
+/* 26. Layouts a real caller passes that are not 16-byte aligned (the ABI sets no alignment rule):
  * one tensor with an odd row stride (BSHD+1: every other row starts 2 bytes past a 4-byte
  * boundary), then with its base 2 bytes past a 16-byte boundary (a slice's pointer); the others
  * BSHD. The tensor is the case's pick, so that the matrix gives each of Q, K, V and O both (a
@@ -281,7 +281,7 @@ outcome check_unaligned(check_ctx *c) {
     return declinable(c, &d, "unaligned", what);
 }
 
-/* 29. K and V broadcast, as a caller's expand() gives them (the ABI allows a batch or head stride
+/* 28. K and V broadcast, as a caller's expand() gives them (the ABI allows a batch or head stride
  * of 0): first over the heads (head stride 0: every query head reads one KV head's memory), then
  * over the batch (batch stride 0: a prefix every sequence shares). Right, or declined. A kernel
  * that takes a zero stride for "not given" and puts a dense stride in its place reads past the

@@ -97,6 +97,17 @@ launch_result declined(check_ctx *c, const char *call) {
     return LAUNCH_FAILED;
 }
 
+outcome state_verdict(check_ctx *c, const char *call) {
+    attn_cuda_state now;
+    attn_cuda_state_read(&now, c->stream);
+    char diff[2048];
+    if (!attn_cuda_state_diff(&c->pristine, &now, diff, sizeof diff)) return CHECK_PASS;
+    say(c, "  after %s (and the kernel's calls before it in this process) the process's CUDA state is not as the "
+        "kernel found it: %s. A library call must put back what it changes: its caller and every kernel after it "
+        "inherit it\n", call, diff);
+    return CHECK_FAIL;
+}
+
 launch_result fwd_result(check_ctx *c, const attn_gpu_problem *x, int rc) {
     if (rc == ATTN_UNSUPPORTED) {
         note_unsupported(c, x);

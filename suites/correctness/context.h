@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "attn_abi.h"
+#include "cuda_state.h"
 #include "gpu_problem.h"
 #include "verdict.h"
 
@@ -31,6 +32,7 @@ typedef struct {
     attn_tolerance tol;
     attn_reference *ref;
     cudaStream_t stream;
+    attn_cuda_state pristine; /* read before the kernel's first call in this process */
     int batch, heads;
     /* the case */
     const test_case *tc;
@@ -93,6 +95,9 @@ launch_result fwd_result(check_ctx *c, const attn_gpu_problem *x, int rc);
  * LAUNCH_FAILED where it left a CUDA error pending (cleared here). Callers clear the error
  * state before the call (cudaGetLastError), so that only the kernel's own is seen. */
 launch_result declined(check_ctx *c, const char *call);
+/* The process's CUDA state against c->pristine after `call` (state_unchanged, bwd_state_unchanged):
+ * CHECK_PASS, or CHECK_FAIL said. */
+outcome state_verdict(check_ctx *c, const char *call);
 /* Waits for `stream`; a kernel fault or launch error is the kernel's failure. */
 launch_result wait_kernel(check_ctx *c, cudaStream_t stream);
 /* Poisons O and LSE, runs the kernel, waits, all on c->stream. */

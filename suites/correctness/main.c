@@ -567,6 +567,7 @@ static int child_init(void *ctx) {
         printf("FAILED: cannot create the reference: %s\n", err);
         return 1;
     }
+    attn_cuda_state_read(&x->pristine, x->stream); /* before any call of the kernel's */
     return 0;
 }
 
