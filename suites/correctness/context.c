@@ -100,6 +100,10 @@ launch_result declined(check_ctx *c, const char *call) {
 outcome state_verdict(check_ctx *c, const char *call) {
     attn_cuda_state now;
     attn_cuda_state_read(&now, c->stream);
+    if (!c->pristine.device_ok || !now.device_ok) {
+        say(c, "  the check cannot judge: the CUDA state could not be read (cudaGetDevice failed)\n");
+        return CHECK_FAIL;
+    }
     char diff[2048];
     if (!attn_cuda_state_diff(&c->pristine, &now, diff, sizeof diff)) return CHECK_PASS;
     say(c, "  after %s (and the kernel's calls before it in this process) the process's CUDA state is not as the "
