@@ -22,7 +22,9 @@
  * carry no alignment rule (a slice of a larger tensor may start anywhere): a kernel that needs
  * one returns ATTN_UNSUPPORTED where it does not hold (check unaligned). fwd and bwd leave the
  * process's CUDA state as they found it: the current device, the device's limits and memory
- * pools, the stream's attributes such as an L2 access policy window (check state_unchanged). */
+ * pools, the stream's attributes such as an L2 access policy window (check state_unchanged).
+ * Host threads may call at once, each with its own stream and problem: host state a kernel
+ * keeps is locked or per call (check threads). */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 

@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn_abi.h"
 #include "warp_row.cuh"
@@ -93,6 +94,8 @@ enum {
     BUG_STATE_LEFT,         /* an L2 persistence window for K on the caller's stream, never reset */
     /* control: correct, launched in clusters of two blocks (sm_90 on) */
     BUG_CLUSTER_NONE,
+    /* threads fixture: right from one host thread */
+    BUG_CALL_IN_GLOBALS,    /* the call's parameters and stream kept in globals until its launch */
 };
 
 /* The bugs that live in the host code: they launch the control's GPU kernel. */
@@ -100,7 +103,7 @@ constexpr int kernel_bug(int bug) {
     return bug == BUG_OWN_STREAM || bug == BUG_HOST_SYNC || bug == BUG_ALLOC_IN_FWD ||
                    bug == BUG_CACHED_SHAPE || bug == BUG_SHARED_WORKSPACE || bug == BUG_TIMING_CHEAT ||
                    bug == BUG_Q_SCALED_IN_PLACE || bug == BUG_K_SCALED_AND_BACK || bug == BUG_DECLINE_ERROR_PENDING ||
-                   bug == BUG_STATE_LEFT
+                   bug == BUG_STATE_LEFT || bug == BUG_CALL_IN_GLOBALS
                ? BUG_NONE
                : bug;
 }
@@ -439,6 +442,18 @@ int broken_fwd(const attn_fwd_params *p, cudaStream_t stream) {
         }
         return dispatch<BUG>(p, stream);
     }
+    if constexpr (BUG == BUG_CALL_IN_GLOBALS) {
+        /* BUG: the call in flight kept in globals, as a C wrapper that fills a static context
+         * and then looks up its configuration (here a 200 us sleep stands for that) before
+         * launching from the context: right from one thread; a second thread's call in between
+         * overwrites the parameters and the stream, so one problem is computed twice, on the
+         * other's stream, and the other's output is never written */
+        static attn_fwd_params in_flight;
+        static cudaStream_t in_flight_stream;
+        in_flight = *p, in_flight_stream = stream;
+        usleep(200);
+        return dispatch<BUG>(&in_flight, in_flight_stream);
+    }
     if constexpr (BUG == BUG_OWN_STREAM) {
         /* BUG: the work goes on a non-blocking stream of the kernel's own, created once; the
          * caller's stream is ignored and no event joins the two, so the caller's stream
@@ -592,6 +607,7 @@ const attn_kernel table[] = {
     { "broken_decline_error_pending", broken_fwd<BUG_DECLINE_ERROR_PENDING> },
     { "broken_state_left", broken_fwd<BUG_STATE_LEFT> },
     { "broken_cluster_none", broken_fwd<BUG_CLUSTER_NONE> },
+    { "broken_call_in_globals", broken_fwd<BUG_CALL_IN_GLOBALS> },
 };
 
 #if ATTN_ABI_VERSION >= 2

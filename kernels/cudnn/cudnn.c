@@ -11,10 +11,12 @@
  * stream: the plan binds the call's pointers and scale, a helper kernel turns cu_seqlens
  * into cuDNN's lengths and ragged offsets, cuDNN executes, and the rows that see no key are
  * zero-filled (O) and set to -inf (LSE) by async memset/copy nodes or a helper kernel, which
- * also lays a packed LSE out as [heads][total_q]. Thread safety: none (the cache is not
- * locked). Calls on two streams at once are right: a plan's runs, which share its workspace,
- * lengths and statistics buffers, are ordered across streams by an event (the contract check
- * 'concurrent' found them overlapping before). A problem with
+ * also lays a packed LSE out as [heads][total_q]. Calls from several host threads at once
+ * take turns on the host (one lock over fwd, bwd and bwd_workspace: the caches, the handles
+ * and a run, which sets its handle's stream and then executes, are shared; the contract check
+ * 'threads'); their GPU work still overlaps. Calls on two streams at once are right: a plan's
+ * runs, which share its workspace, lengths and statistics buffers, are ordered across streams
+ * by an event (the contract check 'concurrent' found them overlapping before). A problem with
  * window_right 0, no left bound and no causal flag is taken as causal (attn_abi.h: the same
  * problem).
  *
@@ -38,6 +40,7 @@
  * a capture or with ATTN_CUDNN_AUTOTUNE=0); every call then only enqueues, in the harness's
  * workspace. Deterministic (ATTN_BWD_DETERMINISTIC): cudnn-frontend's deterministic graph,
  * on Hopper only (elsewhere ATTN_UNSUPPORTED). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,7 +291,7 @@ static attn_fwd_params normalized(const attn_fwd_params *in) {
     return n;
 }
 
-static int cudnn_fwd(const attn_fwd_params *in, cudaStream_t stream) {
+static int fwd_locked(const attn_fwd_params *in, cudaStream_t stream) {
     if (!in) return CUDNN_KERNEL_ERROR;
     attn_fwd_params n = normalized(in);
     const attn_fwd_params *p = &n;
@@ -455,7 +458,7 @@ static const char *bwd_normalized(const attn_bwd_params *in, attn_fwd_params *f,
     return bwd_precheck(p, with_pointers, buf, len);
 }
 
-static size_t cudnn_bwd_workspace(const attn_bwd_params *in) {
+static size_t bwd_workspace_locked(const attn_bwd_params *in) {
     attn_fwd_params f;
     attn_bwd_params p;
     char buf[256];
@@ -468,7 +471,7 @@ static size_t cudnn_bwd_workspace(const attn_bwd_params *in) {
     return attn_cudnn_bwd_plan_workspace(e->plan);
 }
 
-static int cudnn_bwd(const attn_bwd_params *in, cudaStream_t stream) {
+static int bwd_locked(const attn_bwd_params *in, cudaStream_t stream) {
     if (!in || !in->fwd) return CUDNN_KERNEL_ERROR;
     attn_fwd_params f;
     attn_bwd_params p;
@@ -499,6 +502,30 @@ static int cudnn_bwd(const attn_bwd_params *in, cudaStream_t stream) {
         return CUDNN_KERNEL_ERROR;
     }
     return ATTN_OK;
+}
+
+/* The entry points: one call at a time (the header comment says why). */
+static pthread_mutex_t entry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int cudnn_fwd(const attn_fwd_params *in, cudaStream_t stream) {
+    pthread_mutex_lock(&entry_lock);
+    const int rc = fwd_locked(in, stream);
+    pthread_mutex_unlock(&entry_lock);
+    return rc;
+}
+
+static size_t cudnn_bwd_workspace(const attn_bwd_params *in) {
+    pthread_mutex_lock(&entry_lock);
+    const size_t bytes = bwd_workspace_locked(in);
+    pthread_mutex_unlock(&entry_lock);
+    return bytes;
+}
+
+static int cudnn_bwd(const attn_bwd_params *in, cudaStream_t stream) {
+    pthread_mutex_lock(&entry_lock);
+    const int rc = bwd_locked(in, stream);
+    pthread_mutex_unlock(&entry_lock);
+    return rc;
 }
 
 /* caps: every version-2 feature, each mapped onto cuDNN's graph (cudnn_sdpa.h) and refused

@@ -75,7 +75,8 @@ MUST_BE_CAUGHT_BY = {"broken_q_scaled_in_place": "inputs_unchanged", "broken_k_s
                      "broken_shared_workspace": "concurrent", "broken_bwd_shared_row_sums": "bwd_concurrent",
                      "broken_rows_in_vectors": "unaligned", "broken_bwd_grad_rows_in_vectors": "bwd_unaligned",
                      "broken_zero_stride_default": "broadcast", "broken_grid_barrier": "busy_sms",
-                     "broken_state_left": "state_unchanged", "broken_bwd_pool_left_current": "bwd_state_unchanged"}
+                     "broken_state_left": "state_unchanged", "broken_bwd_pool_left_current": "bwd_state_unchanged",
+                     "broken_call_in_globals": "threads"}
 
 
 def broken_verdict(kernel, counts, n_failed):

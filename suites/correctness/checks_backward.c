@@ -420,7 +420,7 @@ outcome check_bwd_concurrent(check_ctx *c) {
         oc = launch_outcome(lr);
         goto done;
     }
-    if (concurrent_hold(c, &cs)) goto done;
+    if (concurrent_hold(c, &cs, 2)) goto done;
     for (int i = 0; i < 2; i++)
         if (attn_bwd_problem_poison(&x[i], ATTN_BWD_OUTPUTS, cs.s[i], err, sizeof err)) {
             say(c, "  %s\n", err);

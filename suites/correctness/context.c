@@ -246,31 +246,34 @@ void concurrent_setup(check_ctx *c, int check_id, const char *check, attn_proble
     memset(cs, 0, sizeof *cs);
 }
 
-int concurrent_hold(check_ctx *c, concurrent_streams *cs) {
+int concurrent_hold(check_ctx *c, concurrent_streams *cs, int n) {
     memset(cs, 0, sizeof *cs);
+    cs->n = n < HELD_STREAMS_MAX ? n : HELD_STREAMS_MAX;
     if (cudaStreamSynchronize(c->stream) != cudaSuccess) goto failed;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < cs->n; i++)
         if (cudaStreamCreateWithFlags(&cs->s[i], cudaStreamNonBlocking) != cudaSuccess ||
             attn_gate_create(&cs->gate[i]) != cudaSuccess || attn_gate_shut(cs->gate[i], cs->s[i], GATE_TIMEOUT_S) != cudaSuccess)
             goto failed;
     return 0;
 failed:
-    say(c, "  setting up the two held streams failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+    say(c, "  setting up the %d held streams failed: %s\n", cs->n, cudaGetErrorString(cudaGetLastError()));
     return 1;
 }
 
 void concurrent_release(concurrent_streams *cs) {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < cs->n; i++)
         if (cs->gate[i]) attn_gate_open(cs->gate[i]);
 }
 
 launch_result concurrent_wait(check_ctx *c, concurrent_streams *cs) {
     launch_result lr = LAUNCH_OK;
-    for (int i = 0; i < 2; i++) {
+    int timed_out = 0;
+    for (int i = 0; i < cs->n; i++) {
         const launch_result w = wait_kernel(c, cs->s[i]);
         if (lr == LAUNCH_OK) lr = w;
+        timed_out |= attn_gate_timed_out(cs->gate[i]);
     }
-    if (lr == LAUNCH_OK && (attn_gate_timed_out(cs->gate[0]) || attn_gate_timed_out(cs->gate[1]))) {
+    if (lr == LAUNCH_OK && timed_out) {
         say(c, "  a call did not return while its stream was held (a gate opened by its %d s timeout): it waits "
             "for the GPU (see stream_order)\n", GATE_TIMEOUT_S);
         lr = LAUNCH_FAILED;
@@ -280,9 +283,10 @@ launch_result concurrent_wait(check_ctx *c, concurrent_streams *cs) {
 
 void concurrent_free(concurrent_streams *cs) {
     concurrent_release(cs); /* a gate left shut by an early exit */
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < cs->n; i++) {
         if (cs->s[i]) cudaStreamSynchronize(cs->s[i]), cudaStreamDestroy(cs->s[i]);
         attn_gate_destroy(cs->gate[i]);
         cs->s[i] = NULL, cs->gate[i] = NULL;
     }
+    cs->n = 0;
 }

@@ -117,20 +117,23 @@ int judge_all(check_ctx *c, const attn_gpu_problem *x, const char *what);
 /* (b, h, s, d) of logical element `i` of O */
 void where(const attn_gpu_problem *x, size_t i, int *b, int *h, int *s, int *d);
 
-/* The concurrent checks' two streams (concurrent, bwd_concurrent): non-blocking, each held by
- * a shut gate until concurrent_release opens both at once, so that the calls enqueued on them
- * start together. concurrent_hold: 0, or 1 said (after c->stream is drained). */
+/* The concurrent checks' streams (concurrent, bwd_concurrent: two; threads: one a thread):
+ * non-blocking, each held by a shut gate until concurrent_release opens them all at once, so
+ * that the calls enqueued on them start together. concurrent_hold: 0, or 1 said (after
+ * c->stream is drained). */
+enum { HELD_STREAMS_MAX = 4 };
 typedef struct {
-    cudaStream_t s[2];
-    struct attn_gate *gate[2];
+    int n;
+    cudaStream_t s[HELD_STREAMS_MAX];
+    struct attn_gate *gate[HELD_STREAMS_MAX];
 } concurrent_streams;
 enum { CONCURRENT_CALLS = 3 }; /* calls of each problem, each on its stream */
 /* Their two problems: the case's for check `check_id` and the same with the next seed; the
  * header said, cs cleared (so that concurrent_free may follow any early exit). */
 void concurrent_setup(check_ctx *c, int check_id, const char *check, attn_problem_desc d[2], concurrent_streams *cs);
-int concurrent_hold(check_ctx *c, concurrent_streams *cs);
+int concurrent_hold(check_ctx *c, concurrent_streams *cs, int n);
 void concurrent_release(concurrent_streams *cs);
-/* both streams drained: LAUNCH_OK, or the first failure (said); a gate that opened by its
+/* every stream drained: LAUNCH_OK, or the first failure (said); a gate that opened by its
  * timeout (a call that waited for the GPU) is said and fails */
 launch_result concurrent_wait(check_ctx *c, concurrent_streams *cs);
 /* opens any gate still shut, drains and destroys the streams */
