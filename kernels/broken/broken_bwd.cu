@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn_abi.h"
 #include "warp_row.cuh"
@@ -53,6 +54,7 @@ enum {
     BUG_GRAD_ROWS_IN_VECTORS,  /* dQ, dK, dV rows written from their start rounded down to 16
                                   bytes (as int4 stores would): right where rows are aligned */
     BUG_POOL_LEFT_CURRENT,     /* its own memory pool made the device's current one, never put back */
+    BUG_CALL_IN_GLOBALS,       /* the call's parameters and stream kept in globals until its launch */
 };
 
 constexpr int kWarpsPerBlock = 4; /* rows per block */
@@ -445,6 +447,19 @@ int broken_bwd(const attn_bwd_params *in, cudaStream_t stream) {
     if (g.workspace_bytes < broken_bwd_workspace<BUG>(in) || (g.workspace_bytes > 0 && g.workspace == nullptr))
         return kErr;
     if (p.head_dim > 256 || p.head_dim_v > 256) return ATTN_UNSUPPORTED;
+    if constexpr (BUG == BUG_CALL_IN_GLOBALS) {
+        /* BUG: the call in flight kept in globals, as a C wrapper's static context, then a
+         * configuration look-up (a 200 us sleep stands for it) before launching from them: right
+         * from one thread; a second thread's call in between takes over its parameters and stream */
+        static attn_fwd_params in_flight;
+        static attn_bwd_params in_flight_g;
+        static cudaStream_t in_flight_stream;
+        in_flight = p, in_flight_g = g, in_flight_stream = stream;
+        usleep(200);
+        return in_flight.dtype == ATTN_BF16
+                   ? launch_for_dims<__nv_bfloat16, BUG>(&in_flight, &in_flight_g, in_flight_stream)
+                   : launch_for_dims<__half, BUG>(&in_flight, &in_flight_g, in_flight_stream);
+    }
     return p.dtype == ATTN_BF16 ? launch_for_dims<__nv_bfloat16, BUG>(&p, &g, stream)
                                 : launch_for_dims<__half, BUG>(&p, &g, stream);
 }
@@ -485,6 +500,7 @@ const attn_kernel table[] = {
     BROKEN_BWD("broken_bwd_shared_row_sums", BUG_SHARED_ROW_SUMS),
     BROKEN_BWD("broken_bwd_grad_rows_in_vectors", BUG_GRAD_ROWS_IN_VECTORS),
     BROKEN_BWD("broken_bwd_pool_left_current", BUG_POOL_LEFT_CURRENT),
+    BROKEN_BWD("broken_bwd_call_in_globals", BUG_CALL_IN_GLOBALS),
 };
 #undef BROKEN_BWD
 

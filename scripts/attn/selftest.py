@@ -76,7 +76,7 @@ MUST_BE_CAUGHT_BY = {"broken_q_scaled_in_place": "inputs_unchanged", "broken_k_s
                      "broken_rows_in_vectors": "unaligned", "broken_bwd_grad_rows_in_vectors": "bwd_unaligned",
                      "broken_zero_stride_default": "broadcast", "broken_grid_barrier": "busy_sms",
                      "broken_state_left": "state_unchanged", "broken_bwd_pool_left_current": "bwd_state_unchanged",
-                     "broken_call_in_globals": "threads"}
+                     "broken_call_in_globals": "threads", "broken_bwd_call_in_globals": "bwd_threads"}
 
 
 def broken_verdict(kernel, counts, n_failed):

@@ -515,3 +515,55 @@ outcome check_bwd_state_unchanged(check_ctx *c) {
     attn_bwd_problem_free(&x);
     return oc;
 }
+
+/* 33. threads' for bwd: THREAD_COUNT host threads started together, each on its own held stream,
+ * THREAD_CALLS calls each, every call its own problem and workspace; every gradient judged. */
+static int bwd_call(const attn_kernel *kernel, void *problems, int i, cudaStream_t stream) {
+    return kernel->bwd(&((attn_bwd_problem *)problems)[i].bp, stream);
+}
+
+outcome check_bwd_threads(check_ctx *c) {
+    attn_bwd_problem x[THREAD_PROBLEMS];
+    memset(x, 0, sizeof x);
+    const attn_problem_desc d = case_problem(c, CHECK_NO_bwd_threads);
+    say_header(c, "bwd_threads", &d);
+    concurrent_streams cs;
+    memset(&cs, 0, sizeof cs);
+    outcome oc = CHECK_FAIL;
+    char err[1024];
+    for (int i = 0; i < THREAD_PROBLEMS; i++) {
+        attn_problem_desc di = d;
+        di.seed = d.seed + (uint64_t)i;
+        if (build_bwd(c, &x[i], &di, NULL, 0, &oc)) goto done;
+    }
+    oc = CHECK_FAIL;
+    launch_result lr = run_bwd(c, &x[0]); /* first-call set-up, from the main thread */
+    if (lr != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto done;
+    }
+    if (concurrent_hold(c, &cs, THREAD_COUNT)) goto done;
+    for (int i = 0; i < THREAD_PROBLEMS; i++)
+        if (attn_bwd_problem_poison(&x[i], ATTN_BWD_OUTPUTS, cs.s[i / THREAD_CALLS], err, sizeof err)) {
+            say(c, "  %s\n", err);
+            goto done;
+        }
+    if ((lr = threads_run(c, bwd_call, x, &cs)) != LAUNCH_OK) {
+        oc = launch_outcome(lr);
+        goto done;
+    }
+    for (int i = 0; i < THREAD_PROBLEMS; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "thread %d's call %d", i / THREAD_CALLS, i % THREAD_CALLS + 1);
+        if (judge_grads(c, &x[i], what)) {
+            say(c, "  %d host threads called bwd %d times each at once, each on its own stream, each call its own "
+                "problem and workspace: host state shared by the calls mixed them\n", THREAD_COUNT, THREAD_CALLS);
+            goto done;
+        }
+    }
+    oc = CHECK_PASS;
+done:
+    concurrent_free(&cs);
+    for (int i = 0; i < THREAD_PROBLEMS; i++) attn_bwd_problem_free(&x[i]);
+    return oc;
+}

@@ -6,9 +6,6 @@
  * leaves the process's CUDA state as it found it (state_unchanged); calls from several host
  * threads at once are each right (threads).
  * And 'launch': one fwd, nothing judged, for compute-sanitizer. */
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -430,61 +427,8 @@ outcome check_state_unchanged(check_ctx *c) {
  * flight in globals (its stream, its parameters, a cache filled without a lock) sends a call's
  * work to another's stream or buffers: its output left poisoned, written from another's inputs,
  * or run out of its stream's order (before the poison that its own stream enqueued). */
-enum { THREAD_COUNT = 4, THREAD_CALLS = 2, THREAD_PROBLEMS = THREAD_COUNT * THREAD_CALLS };
-
-typedef struct {
-    const attn_kernel *kernel;
-    attn_gpu_problem *x; /* its THREAD_CALLS problems */
-    cudaStream_t s;
-    atomic_int *go; /* set once every thread exists: they start together */
-    int rc;           /* the first return other than ATTN_OK, or ATTN_OK */
-    cudaError_t left; /* an error a call left pending on this thread */
-} thread_calls;
-
-static void *call_from_thread(void *arg) {
-    thread_calls *t = arg;
-    while (!atomic_load(t->go)) sched_yield();
-    t->rc = ATTN_OK, t->left = cudaSuccess;
-    for (int k = 0; k < THREAD_CALLS && t->rc == ATTN_OK && t->left == cudaSuccess; k++) {
-        t->rc = t->kernel->fwd(&t->x[k].p, t->s);
-        t->left = cudaGetLastError(); /* CUDA's error state is per thread: read here */
-    }
-    return NULL;
-}
-
-/* Runs the threads' calls on the held streams; 0, or 1 said (a thread that could not start). */
-static int run_threads(check_ctx *c, attn_gpu_problem *x, const concurrent_streams *cs, thread_calls *t) {
-    pthread_t th[THREAD_COUNT];
-    atomic_int go = 0;
-    int started = 0;
-    for (int i = 0; i < THREAD_COUNT; i++) {
-        t[i] = (thread_calls){c->kernel, &x[i * THREAD_CALLS], cs->s[i], &go, ATTN_OK, cudaSuccess};
-        if (pthread_create(&th[i], NULL, call_from_thread, &t[i])) break;
-        started++;
-    }
-    atomic_store(&go, 1);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    if (started == THREAD_COUNT) return 0;
-    say(c, "  the check cannot judge: pthread_create failed after %d of %d threads\n", started, THREAD_COUNT);
-    return 1;
-}
-
-/* The threads' returns: LAUNCH_OK, or the first thread's failure said. A decline here, after
- * the main thread's call of the same shape was taken, is a failure too. */
-static launch_result thread_results(check_ctx *c, const thread_calls *t) {
-    for (int i = 0; i < THREAD_COUNT; i++) {
-        if (t[i].rc != ATTN_OK) {
-            say(c, "  thread %d: fwd returned %d (%s) for a problem the main thread's call took\n", i, t[i].rc,
-                t[i].rc == ATTN_UNSUPPORTED ? "ATTN_UNSUPPORTED" : "an error");
-            return LAUNCH_FAILED;
-        }
-        if (t[i].left != cudaSuccess) {
-            say(c, "  thread %d: fwd returned ATTN_OK but left a CUDA error pending on its thread (%s: %s)\n", i,
-                cudaGetErrorName(t[i].left), cudaGetErrorString(t[i].left));
-            return LAUNCH_FAILED;
-        }
-    }
-    return LAUNCH_OK;
+static int fwd_call(const attn_kernel *kernel, void *problems, int i, cudaStream_t stream) {
+    return kernel->fwd(&((attn_gpu_problem *)problems)[i].p, stream);
 }
 
 outcome check_threads(check_ctx *c) {
@@ -494,7 +438,6 @@ outcome check_threads(check_ctx *c) {
     say_header(c, "threads", &d);
     concurrent_streams cs;
     memset(&cs, 0, sizeof cs);
-    thread_calls t[THREAD_COUNT];
     outcome oc = CHECK_FAIL;
     char err[1024];
     for (int i = 0; i < THREAD_PROBLEMS; i++) {
@@ -513,16 +456,7 @@ outcome check_threads(check_ctx *c) {
             say(c, "  %s\n", err);
             goto done;
         }
-    if (run_threads(c, x, &cs, t)) goto done;
-    for (int i = THREAD_COUNT - 1; i >= 0; i--) { /* last to first: work on another's stream runs out of order */
-        attn_gate_open(cs.gate[i]);
-        const launch_result w = wait_kernel(c, cs.s[i]);
-        if (lr == LAUNCH_OK) lr = w;
-    }
-    const launch_result w = concurrent_wait(c, &cs); /* a gate that opened by its timeout */
-    if (lr == LAUNCH_OK) lr = w;
-    if (lr == LAUNCH_OK) lr = thread_results(c, t);
-    if (lr != LAUNCH_OK) {
+    if ((lr = threads_run(c, fwd_call, x, &cs)) != LAUNCH_OK) {
         oc = launch_outcome(lr);
         goto done;
     }

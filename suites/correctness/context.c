@@ -3,7 +3,10 @@
 #include "context.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,4 +292,70 @@ void concurrent_free(concurrent_streams *cs) {
         cs->s[i] = NULL, cs->gate[i] = NULL;
     }
     cs->n = 0;
+}
+
+typedef struct {
+    const attn_kernel *kernel;
+    thread_call_fn call;
+    void *problems;
+    int first; /* its first problem's index */
+    cudaStream_t s;
+    atomic_int *go;   /* set once every thread exists: they start together */
+    int rc;           /* the first return other than ATTN_OK, or ATTN_OK */
+    cudaError_t left; /* an error a call left pending on this thread */
+} thread_calls;
+
+static void *call_from_thread(void *arg) {
+    thread_calls *t = arg;
+    while (!atomic_load(t->go)) sched_yield();
+    for (int k = 0; k < THREAD_CALLS && t->rc == ATTN_OK && t->left == cudaSuccess; k++) {
+        t->rc = t->call(t->kernel, t->problems, t->first + k, t->s);
+        t->left = cudaGetLastError(); /* CUDA's error state is per thread: read here */
+    }
+    return NULL;
+}
+
+/* The threads' calls: 0, or 1 said (a thread that could not start). */
+static int spawn_and_join(check_ctx *c, thread_calls *t) {
+    pthread_t th[THREAD_COUNT];
+    atomic_int go = 0;
+    int started = 0;
+    for (int i = 0; i < THREAD_COUNT; i++) {
+        t[i].go = &go;
+        if (pthread_create(&th[i], NULL, call_from_thread, &t[i])) break;
+        started++;
+    }
+    atomic_store(&go, 1);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    if (started == THREAD_COUNT) return 0;
+    say(c, "  the check cannot judge: pthread_create failed after %d of %d threads\n", started, THREAD_COUNT);
+    return 1;
+}
+
+launch_result threads_run(check_ctx *c, thread_call_fn call, void *problems, concurrent_streams *cs) {
+    thread_calls t[THREAD_COUNT];
+    for (int i = 0; i < THREAD_COUNT; i++)
+        t[i] = (thread_calls){c->kernel, call, problems, i * THREAD_CALLS, cs->s[i], NULL, ATTN_OK, cudaSuccess};
+    if (spawn_and_join(c, t)) return LAUNCH_FAILED;
+    launch_result lr = LAUNCH_OK;
+    for (int i = cs->n - 1; i >= 0; i--) { /* last to first */
+        attn_gate_open(cs->gate[i]);
+        const launch_result w = wait_kernel(c, cs->s[i]);
+        if (lr == LAUNCH_OK) lr = w;
+    }
+    const launch_result w = concurrent_wait(c, cs); /* a gate that opened by its timeout */
+    if (lr != LAUNCH_OK || (lr = w) != LAUNCH_OK) return lr;
+    for (int i = 0; i < THREAD_COUNT; i++) {
+        if (t[i].rc != ATTN_OK) {
+            say(c, "  thread %d: the call returned %d (%s) for a problem the main thread's call took\n", i, t[i].rc,
+                t[i].rc == ATTN_UNSUPPORTED ? "ATTN_UNSUPPORTED" : "an error");
+            return LAUNCH_FAILED;
+        }
+        if (t[i].left != cudaSuccess) {
+            say(c, "  thread %d: the call returned ATTN_OK but left a CUDA error pending on its thread (%s: %s)\n", i,
+                cudaGetErrorName(t[i].left), cudaGetErrorString(t[i].left));
+            return LAUNCH_FAILED;
+        }
+    }
+    return LAUNCH_OK;
 }

@@ -139,4 +139,15 @@ launch_result concurrent_wait(check_ctx *c, concurrent_streams *cs);
 /* opens any gate still shut, drains and destroys the streams */
 void concurrent_free(concurrent_streams *cs);
 
+/* The threads checks (threads, bwd_threads): THREAD_COUNT host threads started together, thread
+ * i making THREAD_CALLS calls on its held stream cs->s[i], call k given problem
+ * i * THREAD_CALLS + k (call(kernel, problems, index, stream): fwd or bwd); then the gates open
+ * last to first, each stream drained before the next, so that work sent to another thread's
+ * stream runs out of its stream's order. LAUNCH_OK, or the first failure said: a thread that
+ * could not start (the check cannot judge), a call that declined or failed, a CUDA error left
+ * pending on a thread, a fault, a gate that opened by its timeout. */
+enum { THREAD_COUNT = 4, THREAD_CALLS = 2, THREAD_PROBLEMS = THREAD_COUNT * THREAD_CALLS };
+typedef int (*thread_call_fn)(const attn_kernel *kernel, void *problems, int index, cudaStream_t stream);
+launch_result threads_run(check_ctx *c, thread_call_fn call, void *problems, concurrent_streams *cs);
+
 #endif
