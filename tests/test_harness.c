@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_state.h"
 #include "gpu_problem.h"
 #include "harness.h"
 #include "pairwise.h"
@@ -208,6 +209,31 @@ START_TEST(axis_rows_cross_product) {
 }
 END_TEST
 
+/* the state comparison of state_unchanged: each difference named once; an item read on one
+ * side only is not compared; a full buffer truncates, never overflows */
+START_TEST(cuda_state_differences) {
+    attn_cuda_state a, b;
+    memset(&a, 0, sizeof a);
+    a.device_ok = a.window_ok = a.mempool_ok = 1;
+    for (int i = 0; i < ATTN_STATE_LIMITS; i++) a.limit_ok[i] = 1;
+    b = a;
+    char out[1024];
+    ck_assert_int_eq(attn_cuda_state_diff(&a, &b, out, sizeof out), 0);
+    ck_assert_str_eq(out, "");
+    b.window.base_ptr = (void *)0x1000, b.window.num_bytes = 65536, b.window.hitRatio = 1.0f;
+    b.limit[ATTN_STATE_LIMITS - 1] = 4u << 20; /* the persisting-L2 set-aside */
+    ck_assert_int_eq(attn_cuda_state_diff(&a, &b, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "persisting-L2 set-aside (cudaLimitPersistingL2CacheSize) 0 -> 4194304"));
+    ck_assert_ptr_nonnull(strstr(out, "L2 access policy window"));
+    ck_assert_ptr_nonnull(strstr(out, "; "));
+    b.window_ok = 0; /* not read after: not compared */
+    ck_assert_int_eq(attn_cuda_state_diff(&a, &b, out, sizeof out), 1);
+    b.device = 1, b.capture_mode = cudaStreamCaptureModeRelaxed, b.capture_ok = 1; /* capture not read before */
+    ck_assert_int_eq(attn_cuda_state_diff(&a, &b, out, 16), 2);
+    ck_assert_int_eq((int)strlen(out), 15);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("harness");
     TCase *tc = tcase_create("host_helpers");
@@ -221,6 +247,7 @@ int main(void) {
     tcase_add_test(tc, ctest_gpu_assignment);
     tcase_add_test(tc, pairwise_covers_every_pair);
     tcase_add_test(tc, axis_rows_cross_product);
+    tcase_add_test(tc, cuda_state_differences);
     suite_add_tcase(s, tc);
     return attn_unit_run(s);
 }
