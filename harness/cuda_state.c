@@ -81,8 +81,11 @@ int attn_cuda_state_diff(const attn_cuda_state *a, const attn_cuda_state *b, cha
     if (len) out[0] = 0;
     if (a->device_ok && b->device_ok && a->device != b->device)
         add(&p, "the current device %d -> %d (cudaSetDevice without putting it back)", a->device, b->device);
-    if (a->flags_ok && b->flags_ok && a->device_flags != b->device_flags)
-        add(&p, "the device flags 0x%x -> 0x%x", a->device_flags, b->device_flags);
+    /* not cudaDeviceLmemResizeToMax: the driver sets it when it grows the context's local memory
+     * for a kernel (seen after cuDNN's backward kernels), as it grows the stack */
+    const unsigned flags = ~(unsigned)cudaDeviceLmemResizeToMax;
+    if (a->flags_ok && b->flags_ok && (a->device_flags & flags) != (b->device_flags & flags))
+        add(&p, "the device flags 0x%x -> 0x%x (cudaSetDeviceFlags)", a->device_flags, b->device_flags);
     if (a->cache_ok && b->cache_ok && a->cache_config != b->cache_config)
         add(&p, "the device's cache configuration %d -> %d (cudaDeviceSetCacheConfig)", (int)a->cache_config,
             (int)b->cache_config);

@@ -1,8 +1,9 @@
 /* The process's CUDA state that a library call must leave as it found it: what a kernel could
  * change for every later call of its caller (the contract's checks state_unchanged and
  * bwd_state_unchanged). Read before the kernel's first call in a process and after its calls;
- * any difference is the kernel's. Not read: the per-thread stack size, which the driver grows by
- * itself for a kernel that needs more local memory and never shrinks. */
+ * any difference is the kernel's. Not compared: the per-thread stack size and the device flag
+ * cudaDeviceLmemResizeToMax, which the driver changes by itself for a kernel that needs more
+ * local memory. */
 #ifndef ATTN_CUDA_STATE_H
 #define ATTN_CUDA_STATE_H
 

@@ -407,35 +407,41 @@ extern "C" cudaError_t attn_lse_verdict_gpu(const float *lse, const float *lg, s
 
 /* ---- the stream gate ------------------------------------------------------------ */
 
+/* pinned, mapped: [0] open, [1] timed out, [RUNNING + i] block i's SM + 1 while it runs (0
+ * before it starts and once it has returned), [RELEASED + i] block i let go alone */
+enum { GATE_RUNNING = 2, GATE_RELEASED = GATE_RUNNING + ATTN_GATE_MAX_BLOCKS, GATE_FLAGS = GATE_RELEASED + ATTN_GATE_MAX_BLOCKS };
 struct attn_gate {
-    /* pinned, mapped: [0] open, [1] timed out, [2 + i] block i started */
     volatile int *flags, *flags_dev;
 };
 
 __global__ void gate_kernel(volatile int *flags, unsigned long long timeout_ns) {
     unsigned long long t0, t;
+    unsigned sm;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    flags[2 + blockIdx.x] = 1;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    flags[GATE_RUNNING + blockIdx.x] = (int)sm + 1;
     do {
-        if (flags[0]) return;
+        if (flags[0] || flags[GATE_RELEASED + blockIdx.x]) break;
         __nanosleep(1000);
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     } while (t - t0 < timeout_ns);
-    flags[1] = 1;
+    if (!flags[0] && !flags[GATE_RELEASED + blockIdx.x]) flags[1] = 1;
+    __threadfence_system();
+    flags[GATE_RUNNING + blockIdx.x] = 0;
 }
 
 extern "C" cudaError_t attn_gate_create(attn_gate **out) {
     attn_gate *g = (attn_gate *)calloc(1, sizeof *g);
     *out = g;
     if (!g) return cudaErrorMemoryAllocation;
-    cudaError_t e = cudaHostAlloc((void **)&g->flags, (2 + ATTN_GATE_MAX_BLOCKS) * sizeof(int), cudaHostAllocMapped);
+    cudaError_t e = cudaHostAlloc((void **)&g->flags, GATE_FLAGS * sizeof(int), cudaHostAllocMapped);
     if (e == cudaSuccess) e = cudaHostGetDevicePointer((void **)&g->flags_dev, (void *)g->flags, 0);
     return e;
 }
 
 static cudaError_t gate_launch(attn_gate *g, cudaStream_t stream, double timeout_s, int blocks, int smem) {
     if (blocks < 1 || blocks > ATTN_GATE_MAX_BLOCKS) return cudaErrorInvalidValue;
-    for (int i = 0; i < 2 + ATTN_GATE_MAX_BLOCKS; i++) g->flags[i] = 0;
+    for (int i = 0; i < GATE_FLAGS; i++) g->flags[i] = 0;
     gate_kernel<<<blocks, 1, smem, stream>>>(g->flags_dev, (unsigned long long)(timeout_s * 1e9));
     return cudaGetLastError();
 }
@@ -458,8 +464,32 @@ extern "C" cudaError_t attn_gate_hold_sms(attn_gate *g, cudaStream_t stream, dou
 
 extern "C" int attn_gate_running(const attn_gate *g) {
     int n = 0;
-    for (int i = 0; i < ATTN_GATE_MAX_BLOCKS; i++) n += g->flags[2 + i];
+    for (int i = 0; i < ATTN_GATE_MAX_BLOCKS; i++) n += g->flags[GATE_RUNNING + i] != 0;
     return n;
+}
+
+extern "C" int attn_gate_block_sm(const attn_gate *g, int block) {
+    return block >= 0 && block < ATTN_GATE_MAX_BLOCKS ? g->flags[GATE_RUNNING + block] - 1 : -1;
+}
+
+extern "C" void attn_gate_release_block(attn_gate *g, int block) {
+    if (block >= 0 && block < ATTN_GATE_MAX_BLOCKS) g->flags[GATE_RELEASED + block] = 1;
+}
+
+__global__ void cluster_probe_kernel() {}
+
+extern "C" cudaError_t attn_cluster_probe(cudaStream_t stream) {
+    int dev, major;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e != cudaSuccess) return e;
+    if (major < 9) return cudaErrorNotSupported;
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = 2, cluster[0].val.clusterDim.y = 1, cluster[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(2), cfg.blockDim = dim3(32), cfg.stream = stream, cfg.attrs = cluster, cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, cluster_probe_kernel);
 }
 
 extern "C" void attn_gate_open(attn_gate *g) { g->flags[0] = 1; }

@@ -125,8 +125,15 @@ cudaError_t attn_gate_shut(attn_gate *g, cudaStream_t stream, double timeout_s);
  * an SM one of them holds: the SMs they hold are busy until the gate opens. */
 enum { ATTN_GATE_MAX_BLOCKS = 1024 };
 cudaError_t attn_gate_hold_sms(attn_gate *g, cudaStream_t stream, double timeout_s, int blocks);
-/* How many of the gate's blocks have started (read while it is shut). */
+/* How many of the gate's blocks run now (started, not yet returned). */
 int attn_gate_running(const attn_gate *g);
+/* The SM that block `block` runs on (%smid), or -1 when it is not running. */
+int attn_gate_block_sm(const attn_gate *g, int block);
+/* Lets block `block` alone return (the SM it held is free once it has: attn_gate_block_sm). */
+void attn_gate_release_block(attn_gate *g, int block);
+/* Enqueues one cluster of two blocks of an empty kernel on `stream` (sm_90 on; else
+ * cudaErrorNotSupported): whether such a cluster can start while SMs are held. */
+cudaError_t attn_cluster_probe(cudaStream_t stream);
 void attn_gate_open(attn_gate *g);
 /* 1 when the last gate opened by its timeout, not by attn_gate_open (read after the stream
  * has passed it). */

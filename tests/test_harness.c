@@ -231,6 +231,14 @@ START_TEST(cuda_state_differences) {
     b.device = 1, b.capture_mode = cudaStreamCaptureModeRelaxed, b.capture_ok = 1; /* capture not read before */
     ck_assert_int_eq(attn_cuda_state_diff(&a, &b, out, 16), 2);
     ck_assert_int_eq((int)strlen(out), 15);
+    /* the flags: the driver's local-memory resize bit is not a difference, a scheduling bit is */
+    attn_cuda_state f = a, g = a;
+    f.flags_ok = g.flags_ok = 1;
+    f.device_flags = cudaDeviceMapHost, g.device_flags = cudaDeviceMapHost | cudaDeviceLmemResizeToMax;
+    ck_assert_int_eq(attn_cuda_state_diff(&f, &g, out, sizeof out), 0);
+    g.device_flags |= cudaDeviceScheduleBlockingSync;
+    ck_assert_int_eq(attn_cuda_state_diff(&f, &g, out, sizeof out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "device flags"));
 }
 END_TEST
 

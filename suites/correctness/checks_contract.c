@@ -275,56 +275,39 @@ done:
     return oc;
 }
 
-/* 29. progress on a busy GPU: fwd while a kernel on another stream holds every SM but
- * BUSY_FREE_SMS (attn_gate_hold_sms: one block each, the SM's whole shared memory), as a
- * communication kernel or another stream's work holds them beside attention. The work fwd
+/* 29. progress on a busy GPU: fwd while a kernel on another stream holds every SM but a few,
+ * as a communication kernel or another stream's work holds them beside attention. The work fwd
  * enqueues must finish on the SMs left, within the deadline (BUSY_SLACK times its time on the
  * idle GPU scaled by the SMs it lost, at least BUSY_MIN_S), before the hold is released. A
  * kernel whose blocks wait for blocks that have not started (a grid-wide barrier, splits
  * waiting for each other, a persistent grid that needs every block resident) makes no progress
- * until the hold ends. BUSY_FREE_SMS is one more than the GPCs of an H100 or H200 (8): however
- * the hold's blocks are placed, some GPC keeps two SMs free, so a kernel launched in clusters of
- * two blocks (which run at once on one GPC) still progresses; a grid that needs more blocks
- * resident at once than 9 SMs hold does not. */
-enum { BUSY_FREE_SMS = 9, BUSY_SLACK = 50 };
-static const double BUSY_MIN_S = 1.0, BUSY_MAX_S = 20.0, BUSY_START_S = 5.0;
+ * until the hold ends. The hold (attn_gate_hold_sms) puts a block on every SM, then lets go the
+ * blocks on BUSY_FREE_PAIRS pairs of SMs 2k, 2k+1 (one TPC: one GPC), so that a kernel launched
+ * in clusters of two blocks (CUTLASS's, two-block MMAs: a cluster's blocks start at once on one
+ * GPC) still progresses; the harness's own cluster of two (sm_90 on) is started on the SMs left
+ * first, and more pairs are let go until it runs (at most a quarter of the SMs: else the check
+ * cannot judge). A grid that needs more blocks resident at once than the SMs left hold fails. */
+enum { BUSY_FREE_PAIRS = 4, BUSY_SLACK = 50 };
+static const double BUSY_MIN_S = 1.0, BUSY_MAX_S = 20.0, BUSY_START_S = 5.0, BUSY_PROBE_S = 0.2;
 
-/* The hold: its stream, gate and the event that marks fwd's work done; the SM count, the SMs
- * held and the deadline of fwd's work. */
+/* The hold: its stream, gate and the event that marks fwd's work done; the probe's stream and
+ * event; the SM count, the SMs held and left free, the block on each SM; fwd's deadline. */
 typedef struct {
-    cudaStream_t s;
-    cudaEvent_t done;
+    cudaStream_t s, probe_s;
+    cudaEvent_t done, probe_done;
     attn_gate *gate;
-    int sms, held;
+    int sms, held, free, next_sm; /* next_sm: the SM whose block is let go next */
+    int block_on[ATTN_GATE_MAX_BLOCKS];
     double deadline;
 } busy_hold;
 
-/* Holds every SM but BUSY_FREE_SMS and waits until the hold's blocks all run: 0, or 1 said
- * (a setup failure, or the check cannot judge). */
-static int busy_hold_start(check_ctx *c, busy_hold *h, double idle_s) {
-    int dev = 0;
-    memset(h, 0, sizeof *h);
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&h->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        h->sms - BUSY_FREE_SMS < 1 || h->sms - BUSY_FREE_SMS > ATTN_GATE_MAX_BLOCKS) {
-        say(c, "  the check cannot judge: the GPU's SM count (%d) leaves none to hold\n", h->sms);
-        return 1;
-    }
-    h->held = h->sms - BUSY_FREE_SMS;
-    const double d = BUSY_SLACK * idle_s * h->sms / BUSY_FREE_SMS;
-    h->deadline = d < BUSY_MIN_S ? BUSY_MIN_S : d > BUSY_MAX_S ? BUSY_MAX_S : d;
-    if (cudaStreamCreateWithFlags(&h->s, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaEventCreateWithFlags(&h->done, cudaEventDisableTiming) != cudaSuccess ||
-        attn_gate_create(&h->gate) != cudaSuccess ||
-        attn_gate_hold_sms(h->gate, h->s, h->deadline + GATE_TIMEOUT_S, h->held) != cudaSuccess) {
-        say(c, "  holding the SMs failed: %s\n", cudaGetErrorString(cudaGetLastError()));
-        return 1;
-    }
+/* Waits until `n` of the hold's blocks run: 0, or 1 said. */
+static int busy_wait_running(check_ctx *c, busy_hold *h, int n) {
     const double t0 = attn_wall_s();
-    while (attn_gate_running(h->gate) < h->held) {
+    while (attn_gate_running(h->gate) != n) {
         if (attn_wall_s() - t0 > BUSY_START_S || attn_gate_timed_out(h->gate)) {
-            say(c, "  the check cannot judge: %d of the %d blocks holding the SMs started in %.0f s (another "
-                "process's work on this GPU?)\n", attn_gate_running(h->gate), h->held, BUSY_START_S);
+            say(c, "  the check cannot judge: %d of the SMs' blocks ran after %.0f s, not %d (another process's work "
+                "on this GPU?)\n", attn_gate_running(h->gate), BUSY_START_S, n);
             return 1;
         }
         attn_sleep_s(1e-4);
@@ -332,10 +315,73 @@ static int busy_hold_start(check_ctx *c, busy_hold *h, double idle_s) {
     return 0;
 }
 
+/* Lets go the blocks on SM pairs 2k, 2k+1 for k < pairs (h->free counts the SMs freed). */
+static int busy_free_pairs(check_ctx *c, busy_hold *h, int pairs) {
+    for (; h->next_sm < 2 * pairs && h->next_sm < h->sms; h->next_sm++)
+        if (h->block_on[h->next_sm] >= 0) attn_gate_release_block(h->gate, h->block_on[h->next_sm]), h->free++;
+    return busy_wait_running(c, h, h->sms - h->free);
+}
+
+/* Holds every SM but a few pairs, so many that a cluster of two blocks starts: 0, or 1 said. */
+static int busy_hold_start(check_ctx *c, busy_hold *h, double idle_s) {
+    static int pairs = BUSY_FREE_PAIRS; /* the pairs that let the probe start in this process */
+    int dev = 0;
+    memset(h, 0, sizeof *h);
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&h->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        h->sms < 4 * BUSY_FREE_PAIRS || h->sms > ATTN_GATE_MAX_BLOCKS) {
+        say(c, "  the check cannot judge: the GPU's SM count (%d) is outside %d-%d\n", h->sms, 4 * BUSY_FREE_PAIRS,
+            ATTN_GATE_MAX_BLOCKS);
+        return 1;
+    }
+    if (cudaStreamCreateWithFlags(&h->s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&h->probe_s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&h->done, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&h->probe_done, cudaEventDisableTiming) != cudaSuccess ||
+        attn_gate_create(&h->gate) != cudaSuccess ||
+        attn_gate_hold_sms(h->gate, h->s, BUSY_START_S * 2 + BUSY_MAX_S + GATE_TIMEOUT_S, h->sms) != cudaSuccess) {
+        say(c, "  holding the SMs failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    if (busy_wait_running(c, h, h->sms)) return 1;
+    for (int sm = 0; sm < h->sms; sm++) h->block_on[sm] = -1;
+    for (int b = 0; b < h->sms; b++) {
+        const int sm = attn_gate_block_sm(h->gate, b);
+        if (sm >= 0 && sm < h->sms) h->block_on[sm] = b;
+    }
+    if (busy_free_pairs(c, h, pairs)) return 1;
+    const cudaError_t e = attn_cluster_probe(h->probe_s);
+    if (e != cudaSuccess && e != cudaErrorNotSupported) {
+        say(c, "  the cluster probe failed: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    if (e == cudaSuccess && cudaEventRecord(h->probe_done, h->probe_s) == cudaSuccess)
+        for (;;) {
+            const double t0 = attn_wall_s();
+            while (cudaEventQuery(h->probe_done) == cudaErrorNotReady && attn_wall_s() - t0 < BUSY_PROBE_S)
+                attn_sleep_s(1e-4);
+            if (cudaEventQuery(h->probe_done) == cudaSuccess) break;
+            if (4 * pairs > h->sms / 4) { /* doubling would free more than a quarter of the SMs */
+                say(c, "  the check cannot judge: a cluster of two blocks did not start with %d SMs free\n", h->free);
+                return 1;
+            }
+            const int was = h->free;
+            if (busy_free_pairs(c, h, pairs *= 2)) return 1;
+            fprintf(stderr, "busy_sms: a cluster of two blocks did not start on %d free SMs; %d now free\n", was,
+                    h->free);
+        }
+    h->held = h->sms - h->free;
+    const double d = BUSY_SLACK * idle_s * h->sms / h->free;
+    h->deadline = d < BUSY_MIN_S ? BUSY_MIN_S : d > BUSY_MAX_S ? BUSY_MAX_S : d;
+    return 0;
+}
+
 static void busy_hold_free(busy_hold *h) {
     if (h->gate) attn_gate_open(h->gate);
     if (h->s) cudaStreamSynchronize(h->s), cudaStreamDestroy(h->s);
+    if (h->probe_s) cudaStreamSynchronize(h->probe_s), cudaStreamDestroy(h->probe_s);
     if (h->done) cudaEventDestroy(h->done);
+    if (h->probe_done) cudaEventDestroy(h->probe_done);
     attn_gate_destroy(h->gate);
 }
 
@@ -387,10 +433,10 @@ outcome check_busy_sms(check_ctx *c) {
             "%d (the call took %.4f s on the idle GPU); it finished %.2f s after the hold ended: its blocks wait "
             "for blocks that cannot start (a grid-wide barrier or a wait on other blocks without a cooperative "
             "launch; a grid that needs every block resident at once), or it needs more SMs at once than were left "
-            "(a cooperative launch, thread block clusters)\n", busy_s, BUSY_FREE_SMS, h.held, idle_s,
+            "(a cooperative launch, thread block clusters)\n", busy_s, h.free, h.held, idle_s,
             attn_wall_s() - t1 - busy_s);
     else if (judge_all(c, &x, "busy SMs"))
-        say(c, "  fwd ran on the %d SMs another stream's kernel left free (it held the other %d)\n", BUSY_FREE_SMS,
+        say(c, "  fwd ran on the %d SMs another stream's kernel left free (it held the other %d)\n", h.free,
             h.held);
     else
         oc = CHECK_PASS;
