@@ -244,6 +244,7 @@ void attn_cudnn_close(attn_cudnn *c) {
     if (c->kcache) c->f.DestroyDescriptor(c->kcache); /* before the graph it was made from */
     if (c->kcache_graph) c->f.DestroyDescriptor(c->kcache_graph);
     if (c->handle) c->f.Destroy(c->handle);
+    if (c->pool) cudaMemPoolDestroy(c->pool);
     if (c->lib) dlclose(c->lib);
     free(c);
 }

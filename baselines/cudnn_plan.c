@@ -117,6 +117,7 @@ attn_cudnn_plan *sdpa_new_plan(attn_cudnn *c, const attn_fwd_params *p) {
     attn_cudnn_plan *pl = calloc(1, sizeof *pl);
     if (!pl) return NULL;
     pl->c = c;
+    sdpa_make_pool(c);
     pl->shape = *p; /* cu_seqlens, block_table, seqused_k kept for their NULL-ness only */
     pl->shape.q = pl->shape.k = pl->shape.v = NULL;
     pl->shape.o = NULL;
@@ -341,7 +342,8 @@ int sdpa_plan_lengths(attn_cudnn_plan *pl, const attn_fwd_params *p, const probl
         return -1;
     }
     for (int64_t i = 0; i < 2 * pl->lens_kv; i++) h[i] = (int32_t)(i < pl->lens_kv ? pr->Sq : pr->Sk);
-    int rc = sdpa_device_buffer((void **)&pl->lens, (size_t)(2 * pl->lens_kv) * sizeof *h, h, "per-sequence lengths", why,
+    pl->lens_bytes = (size_t)(2 * pl->lens_kv) * sizeof *h;
+    int rc = sdpa_device_buffer((void **)&pl->lens, pl->lens_bytes, h, "per-sequence lengths", why,
                            whylen);
     free(h);
     if (rc) return -1;
@@ -356,7 +358,8 @@ int sdpa_plan_lengths(attn_cudnn_plan *pl, const attn_fwd_params *p, const probl
         }
         for (int t = 0; t < n_tensors; t++)
             for (int64_t b = 0; b <= B; b++) ho[t * pl->offs_n + b] = b * batch_strides[t];
-        rc = sdpa_device_buffer((void **)&pl->offs, (size_t)(n_tensors * pl->offs_n) * sizeof *ho, ho,
+        pl->offs_bytes = (size_t)(n_tensors * pl->offs_n) * sizeof *ho;
+        rc = sdpa_device_buffer((void **)&pl->offs, pl->offs_bytes, ho,
                                 "ragged offsets", why, whylen);
         free(ho);
         if (rc) return -1;
@@ -385,6 +388,7 @@ static int finish_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, const prob
     }
     if (stats_out && pl->stats_role == ROLE_STATS) {
         size_t bytes = (size_t)p->batch * (size_t)p->heads * (size_t)pl->sq * sizeof(float);
+        pl->stats_bytes = bytes;
         cudaError_t e = cudaMalloc((void **)&pl->stats, bytes);
         if (e != cudaSuccess) {
             put(why, whylen, "cudaMalloc(stats scratch, %zu bytes): %s", bytes, cudaGetErrorString(e));

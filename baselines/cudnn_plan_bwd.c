@@ -125,8 +125,9 @@ static int finish(attn_cudnn_plan *pl, const attn_bwd_params *p, const problem *
     pl->zero_accum = pr->accum && pl->c->version < 90600; /* cudnn-frontend zeroes it before 9.6 */
     pl->accum_bytes = pr->accum ? align_up(pr->B * pr->H * pr->Sq * pr->D * (int64_t)sizeof(float)) : 0;
     pl->sum_bytes = align_up(pr->B * pr->H * pr->Sq * (int64_t)sizeof(float));
+    pl->stats_bytes = (size_t)(pr->B * pr->H * pr->Sq) * sizeof(float);
     if (pl->stats_role == ROLE_STATS &&
-        sdpa_device_buffer((void **)&pl->stats, (size_t)(pr->B * pr->H * pr->Sq) * sizeof(float), NULL,
+        sdpa_device_buffer((void **)&pl->stats, pl->stats_bytes, NULL,
                            "the LSE as cuDNN's Stats (scratch)", why, whylen))
         return -1;
     /* Q, K, V, O then dQ, dK, dV, dO: the lens kernel's order, launched once for each four */

@@ -1,6 +1,6 @@
 /* Running a cuDNN baseline plan: the problem checked against the plan's, the run's pointers
- * bound, the variant pack kept while they stay the same, then, after the plan's last run
- * (sdpa_run_begin), the lens kernel, cuDNN, the zero fills and LSE copies of sliced plans, and
+ * bound (the plan's buffers, or the run's own: sdpa_run_begin), the variant pack kept while
+ * they stay the same, then the lens kernel, cuDNN, the zero fills and LSE copies of sliced plans, and
  * the fix kernel, all on the caller's stream. */
 #include "cudnn_sdpa_internal.h"
 
@@ -129,6 +129,58 @@ static cudaError_t capture_state(cudaStream_t stream, int *cap) {
     return e;
 }
 
+void sdpa_make_pool(attn_cudnn *c) {
+    int dev = 0;
+    if (c->pool || cudaGetDevice(&dev) != cudaSuccess) return;
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cudaMemPool_t pool = NULL;
+    uint64_t keep = UINT64_MAX; /* freed blocks stay for the next run */
+    int no = 0;                 /* never a wait the pool adds itself to reuse a block */
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no) != cudaSuccess) {
+        if (pool) cudaMemPoolDestroy(pool);
+        cudaGetLastError();
+        return;
+    }
+    c->pool = pool;
+}
+
+static size_t aligned(size_t n) { return (n + 255) / 256 * 256; }
+
+/* This run's own workspace, statistics, lengths and offsets (those the plan's runs write) in
+ * one block from c->pool on `stream`, in place of the plan's until sdpa_run_end; the lengths
+ * and offsets start as the plan's (the lens kernel rewrites the per-run ones). */
+static int take_run_buffers(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen) {
+    const size_t ws = !pl->bwd ? (size_t)pl->workspace_size : pl->own_ws ? attn_cudnn_bwd_plan_workspace(pl) : 0;
+    const size_t st = pl->stats ? pl->stats_bytes : 0;
+    const size_t ln = pl->run_lens && pl->lens ? pl->lens_bytes : 0, of = pl->run_lens && pl->offs ? pl->offs_bytes : 0;
+    const size_t at_st = aligned(ws), at_ln = at_st + aligned(st), at_of = at_ln + aligned(ln), total = at_of + of;
+    if (!total) return 0;
+    char *buf = NULL;
+    cudaError_t e = cudaMallocFromPoolAsync((void **)&buf, total, pl->c->pool, stream);
+    if (e == cudaSuccess && ln) e = cudaMemcpyAsync(buf + at_ln, pl->lens, ln, cudaMemcpyDeviceToDevice, stream);
+    if (e == cudaSuccess && of) e = cudaMemcpyAsync(buf + at_of, pl->offs, of, cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess) {
+        if (buf) cudaFreeAsync(buf, stream);
+        put(why, whylen, "the run's own buffers (%zu bytes from the plan's pool): %s", total, cudaGetErrorString(e));
+        return -1;
+    }
+    void *const kept[5] = {pl->workspace, pl->own_ws, pl->stats, pl->lens, pl->offs};
+    memcpy(pl->kept, kept, sizeof kept);
+    if (ws && !pl->bwd) pl->workspace = buf;
+    if (ws && pl->bwd) pl->own_ws = buf;
+    if (st) pl->stats = (float *)(buf + at_st);
+    if (ln) pl->lens = (int32_t *)(buf + at_ln);
+    if (of) pl->offs = (int64_t *)(buf + at_of);
+    pl->run_buf = buf;
+    return 0;
+}
+
 int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen) {
     if (!writes_own_buffers(pl)) return 0;
     if (!pl->last_run) { /* the plan's first run: nothing to wait for */
@@ -139,8 +191,11 @@ int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t w
     int cap = 0;
     cudaError_t e = capture_state(stream, &cap);
     /* the same stream outside capture: already in order */
-    if (e == cudaSuccess && (cap || stream != pl->last_stream))
-        e = cudaStreamWaitEvent(stream, pl->last_run, cap ? cudaEventWaitExternal : cudaEventWaitDefault);
+    if (e != cudaSuccess || (!cap && stream == pl->last_stream)) goto out;
+    if (!cap && pl->c->pool && cudaEventQuery(pl->last_run) == cudaErrorNotReady)
+        return take_run_buffers(pl, stream, why, whylen);
+    e = cudaStreamWaitEvent(stream, pl->last_run, cap ? cudaEventWaitExternal : cudaEventWaitDefault);
+out:
     if (e != cudaSuccess) {
         put(why, whylen, "waiting for the plan's last run (cudaStreamWaitEvent): %s", cudaGetErrorString(e));
         return -1;
@@ -148,8 +203,16 @@ int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t w
     return 0;
 }
 
-int sdpa_run_end(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen) {
-    if (!pl->last_run) return 0;
+int sdpa_run_end(attn_cudnn_plan *pl, cudaStream_t stream, int failed, char *why, size_t whylen) {
+    if (pl->run_buf) { /* the plan's buffers back; this run's given back after it */
+        pl->workspace = pl->kept[0], pl->own_ws = pl->kept[1], pl->stats = pl->kept[2];
+        pl->lens = pl->kept[3], pl->offs = pl->kept[4];
+        const cudaError_t e = cudaFreeAsync(pl->run_buf, stream);
+        pl->run_buf = NULL;
+        if (e != cudaSuccess && !failed) put(why, whylen, "cudaFreeAsync (the run's own buffers): %s", cudaGetErrorString(e));
+        return e != cudaSuccess;
+    }
+    if (failed || !pl->last_run) return 0;
     int cap = 0;
     cudaError_t e = capture_state(stream, &cap);
     if (e == cudaSuccess)
@@ -162,12 +225,7 @@ int sdpa_run_end(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t why
     return 0;
 }
 
-int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream,
-                        char *why, size_t whylen) {
-    if (!pl || !p) {
-        put(why, whylen, "attn_cudnn_plan_run: NULL argument");
-        return -1;
-    }
+static int run_plan(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream, char *why, size_t whylen) {
     attn_cudnn *c = pl->c;
     if (pl->bwd) {
         put(why, whylen, "attn_cudnn_plan_run: a backward plan (run it with attn_cudnn_bwd_plan_run)");
@@ -191,7 +249,6 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
         sdpa_msg(c, why, whylen, st, "cudnnSetStream", "handle", NULL);
         return -1;
     }
-    if (sdpa_run_begin(pl, stream, why, whylen)) return -1;
     /* before cuDNN, on the same stream: the lengths and offsets it reads */
     cudaError_t ce = pl->run_lens ? sdpa_launch_lens(pl, p, stream) : cudaSuccess;
     if (ce != cudaSuccess) {
@@ -234,5 +291,16 @@ int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStrea
         put(why, whylen, "launching the fix kernel: %s", cudaGetErrorString(ce));
         return -1;
     }
-    return sdpa_run_end(pl, stream, why, whylen);
+    return 0;
+}
+
+int attn_cudnn_plan_run(attn_cudnn_plan *pl, const attn_fwd_params *p, cudaStream_t stream,
+                        char *why, size_t whylen) {
+    if (!pl || !p) {
+        put(why, whylen, "attn_cudnn_plan_run: NULL argument");
+        return -1;
+    }
+    if (sdpa_run_begin(pl, stream, why, whylen)) return -1;
+    const int failed = run_plan(pl, p, stream, why, whylen) != 0;
+    return sdpa_run_end(pl, stream, failed, why, whylen) || failed ? -1 : 0;
 }

@@ -157,12 +157,7 @@ static int after(const attn_cudnn_plan *pl, const attn_bwd_params *p, cudaStream
     return 0;
 }
 
-int attn_cudnn_bwd_plan_run(attn_cudnn_plan *pl, const attn_bwd_params *p, cudaStream_t stream, char *why,
-                            size_t whylen) {
-    if (!pl || !p || !p->fwd) {
-        put(why, whylen, "attn_cudnn_bwd_plan_run: NULL argument (plan, p or p->fwd)");
-        return -1;
-    }
+static int run_plan(attn_cudnn_plan *pl, const attn_bwd_params *p, cudaStream_t stream, char *why, size_t whylen) {
     if (!pl->bwd) {
         put(why, whylen, "attn_cudnn_bwd_plan_run: a forward plan (run it with attn_cudnn_plan_run)");
         return -1;
@@ -190,11 +185,22 @@ int attn_cudnn_bwd_plan_run(attn_cudnn_plan *pl, const attn_bwd_params *p, cudaS
         sdpa_msg(c, why, whylen, st, "cudnnSetStream", "handle", NULL);
         return -1;
     }
-    if (sdpa_run_begin(pl, stream, why, whylen) || before(pl, p, ws, stream, why, whylen)) return -1;
+    if (before(pl, p, ws, stream, why, whylen)) return -1;
     st = c->f.Execute(c->handle, pl->exec_plan, pl->vpack);
     if (st != CUDNN_STATUS_SUCCESS) {
         sdpa_msg(c, why, whylen, st, "cudnnBackendExecute", pl->kind, NULL);
         return -1;
     }
-    return after(pl, p, stream, why, whylen) || sdpa_run_end(pl, stream, why, whylen) ? -1 : 0;
+    return after(pl, p, stream, why, whylen) ? -1 : 0;
+}
+
+int attn_cudnn_bwd_plan_run(attn_cudnn_plan *pl, const attn_bwd_params *p, cudaStream_t stream, char *why,
+                            size_t whylen) {
+    if (!pl || !p || !p->fwd) {
+        put(why, whylen, "attn_cudnn_bwd_plan_run: NULL argument (plan, p or p->fwd)");
+        return -1;
+    }
+    if (sdpa_run_begin(pl, stream, why, whylen)) return -1;
+    const int failed = run_plan(pl, p, stream, why, whylen) != 0;
+    return sdpa_run_end(pl, stream, failed, why, whylen) || failed ? -1 : 0;
 }

@@ -209,6 +209,9 @@ struct attn_cudnn {
      * it could not be made (then no later plan tries) */
     void *kcache, *kcache_graph;
     char kcache_why[512];
+    /* runs' own buffers (sdpa_run_begin), made with the first plan; NULL: none could be made
+     * (runs on another stream then wait for the plan's last run) */
+    cudaMemPool_t pool;
 };
 
 /* ---- plan ------------------------------------------------------------------------- */
@@ -281,10 +284,16 @@ struct attn_cudnn_plan {
     int seq_kv_used;        /* seq_len_kv is p->seqused_k itself */
     int run_lens, run_fix;  /* launch the lens kernel before cuDNN, the fix kernel after */
 
-    /* runs of this plan in enqueue order (sdpa_run_begin / sdpa_run_end): completes after the
-     * last run, enqueued on last_stream; NULL before the first run that needs it */
+    /* runs of this plan on its buffers in enqueue order (sdpa_run_begin / sdpa_run_end):
+     * completes after the last one, enqueued on last_stream; NULL before the first run that
+     * needs it */
     cudaEvent_t last_run;
     cudaStream_t last_stream;
+    /* a run's own buffers (sdpa_run_begin: the plan's are in use on another stream), from the
+     * pool; kept: the plan's workspace, own_ws, stats, lens and offs meanwhile */
+    void *run_buf;
+    void *kept[5];
+    size_t stats_bytes, lens_bytes, offs_bytes; /* the plan's stats, lens and offs */
 
     /* the variant pack of the last run, reused while pointers and scale stay the same */
     void *vpack;
@@ -514,13 +523,21 @@ int sdpa_plan_zero_fill(attn_cudnn_plan *pl, int64_t B, int64_t H, int64_t D, in
                         int64_t n);
 /* the current device's compute capability major, 0 when unknown */
 int sdpa_sm_major(void);
-/* A plan's runs share the buffers it writes (the workspace, statistics, lengths and offsets),
- * so two runs must never overlap, also when enqueued on two streams (or one of them into a
- * graph being captured): sdpa_run_begin makes `stream` wait for the plan's last run (an
- * external event node under capture), sdpa_run_end records this one. Plans that write no
- * buffer of their own enqueue nothing here. 0, or -1 with the reason in why (cudnn_run.c). */
+/* A plan's runs write buffers of the plan's (the workspace, statistics, lengths and offsets),
+ * so two runs must never use them at once, also when enqueued on two streams. Runs on one
+ * stream are in order. A run on another stream while the plan's last run may still be in
+ * flight takes buffers of its own from c->pool (stream-ordered: allocated and freed on its
+ * stream), so that no run waits for work on another of the caller's streams (which would tie
+ * them together: a deadlock where the caller makes that stream wait for this one; the
+ * contract check 'threads'). Inside a graph capture, or without a pool, `stream` waits for
+ * the plan's last run (an external event node under capture). sdpa_run_begin before the
+ * run's pointers are bound; sdpa_run_end after it (failed: its buffers are given back, no run
+ * recorded). Plans that write no buffer of their own enqueue nothing here. 0, or -1 with the
+ * reason in why (cudnn_run.c). */
 int sdpa_run_begin(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen);
-int sdpa_run_end(attn_cudnn_plan *pl, cudaStream_t stream, char *why, size_t whylen);
+int sdpa_run_end(attn_cudnn_plan *pl, cudaStream_t stream, int failed, char *why, size_t whylen);
+/* c->pool, when not made yet (a plan's creation: outside any capture). */
+void sdpa_make_pool(attn_cudnn *c);
 /* the variant pack of ptrs, the workspace and the scale, kept while they stay the same (cudnn_run.c) */
 int sdpa_update_vpack(attn_cudnn_plan *pl, void *const *ptrs, char *why, size_t whylen);
 /* a and b are the same problem for a plan: shape, strides, dtype, masks, layout arrays given */

@@ -817,6 +817,26 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
 }
 
+/* A context current on this thread, for the driver's cuTensorMapEncodeTiled (which fails with
+ * CUDA_ERROR_INVALID_CONTEXT without one): the runtime binds the device's primary context only
+ * at its first call that needs a context, so a thread whose first CUDA call is fwd has none
+ * (the contract check 'threads'). The primary context of dev is made current when none is,
+ * never in place of the caller's. 0, or kErr. */
+int bind_context(int dev) {
+    static std::atomic<void *> fn{nullptr};
+    void *f = fn.load(std::memory_order_acquire);
+    if (!f) {
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &f, 4000, cudaEnableDefault, &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess || !f)
+            return kErr;
+        fn.store(f, std::memory_order_release);
+    }
+    CUcontext ctx = nullptr;
+    if (reinterpret_cast<CUresult (*)(CUcontext *)>(f)(&ctx) != CUDA_SUCCESS) return kErr;
+    return ctx || cudaSetDevice(dev) == cudaSuccess ? 0 : kErr;
+}
+
 /* 1 on compute capability 9.x, 0 on others, -1 on an error; cached per device (a bit each in
  * `known` and `yes`; past 64 devices, asked every call) */
 int device_is_sm90(int dev) {
@@ -1016,6 +1036,7 @@ int hopper_fwd(const attn_fwd_params *p, cudaStream_t stream) {
     const int sm90 = device_is_sm90(dev);
     if (sm90 < 0) return kErr;
     if (!sm90) return ATTN_UNSUPPORTED;
+    if (bind_context(dev)) return kErr;
 
     /* TMA: 16-byte aligned bases, strides in multiples of 16 bytes (make_map); O's rows are
      * written 16 bytes at a time (the epilogue's stores), held to 16-byte alignment */

@@ -322,6 +322,14 @@ static int busy_free_pairs(check_ctx *c, busy_hold *h, int pairs) {
     return busy_wait_running(c, h, h->sms - h->free);
 }
 
+/* The probe run once on the idle GPU: its module loaded (lazily, at its first launch, which
+ * waits while the SMs are held), and clusters launch at all; before sm_90, nothing. */
+static cudaError_t probe_loaded(cudaStream_t s) {
+    cudaError_t e = attn_cluster_probe(s);
+    if (e == cudaErrorNotSupported) return cudaSuccess;
+    return e == cudaSuccess ? cudaStreamSynchronize(s) : e;
+}
+
 /* Holds every SM but a few pairs, so many that a cluster of two blocks starts: 0, or 1 said. */
 static int busy_hold_start(check_ctx *c, busy_hold *h, double idle_s) {
     static int pairs = BUSY_FREE_PAIRS; /* the pairs that let the probe start in this process */
@@ -338,7 +346,7 @@ static int busy_hold_start(check_ctx *c, busy_hold *h, double idle_s) {
         cudaStreamCreateWithFlags(&h->probe_s, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&h->done, cudaEventDisableTiming) != cudaSuccess ||
         cudaEventCreateWithFlags(&h->probe_done, cudaEventDisableTiming) != cudaSuccess ||
-        attn_gate_create(&h->gate) != cudaSuccess ||
+        attn_gate_create(&h->gate) != cudaSuccess || probe_loaded(h->probe_s) != cudaSuccess ||
         attn_gate_hold_sms(h->gate, h->s, BUSY_START_S * 2 + BUSY_MAX_S + GATE_TIMEOUT_S, h->sms) != cudaSuccess) {
         say(c, "  holding the SMs failed: %s\n", cudaGetErrorString(cudaGetLastError()));
         return 1;
