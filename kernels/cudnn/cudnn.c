@@ -14,9 +14,12 @@
  * also lays a packed LSE out as [heads][total_q]. Calls from several host threads at once
  * take turns on the host (one lock over fwd, bwd and bwd_workspace: the caches, the handles
  * and a run, which sets its handle's stream and then executes, are shared; the contract check
- * 'threads'); their GPU work still overlaps. Calls on two streams at once are right: a plan's
- * runs, which share its workspace, lengths and statistics buffers, are ordered across streams
- * by an event (the contract check 'concurrent' found them overlapping before). A problem with
+ * 'threads'); their GPU work still overlaps. Calls on two streams at once are right and
+ * independent: a plan's runs write its workspace, lengths and statistics buffers, so a run on
+ * another stream while the plan's last run may be in flight takes buffers of its own from a
+ * pool (baselines/cudnn_run.c; the contract check 'concurrent' found runs overlapping on
+ * shared buffers, then 'threads' found the event that ordered them tying the caller's streams
+ * together). A problem with
  * window_right 0, no left bound and no causal flag is taken as causal (attn_abi.h: the same
  * problem).
  *
