@@ -337,14 +337,26 @@ launch_result threads_run(check_ctx *c, thread_call_fn call, void *problems, con
     for (int i = 0; i < THREAD_COUNT; i++)
         t[i] = (thread_calls){c->kernel, call, problems, i * THREAD_CALLS, cs->s[i], NULL, ATTN_OK, cudaSuccess};
     if (spawn_and_join(c, t)) return LAUNCH_FAILED;
+    int returned = 1; /* every call returned while every stream was held */
+    for (int i = 0; i < cs->n; i++) returned &= !attn_gate_timed_out(cs->gate[i]);
     launch_result lr = LAUNCH_OK;
     for (int i = cs->n - 1; i >= 0; i--) { /* last to first */
         attn_gate_open(cs->gate[i]);
         const launch_result w = wait_kernel(c, cs->s[i]);
         if (lr == LAUNCH_OK) lr = w;
+        int tied = -1; /* a stream still held whose gate had to time out before stream i drained */
+        for (int j = 0; j < i; j++)
+            if (attn_gate_timed_out(cs->gate[j])) tied = j;
+        if (returned && lr == LAUNCH_OK && tied >= 0) {
+            say(c, "  stream %d's work did not finish until stream %d, still held, was let go by its %d s timeout: "
+                "a call made its stream wait for work on another of the caller's streams (an event of an "
+                "earlier call's, a buffer handed over), which deadlocks where the caller orders those streams "
+                "the other way\n", i, tied, GATE_TIMEOUT_S);
+            lr = LAUNCH_FAILED;
+        }
     }
-    const launch_result w = concurrent_wait(c, cs); /* a gate that opened by its timeout */
-    if (lr != LAUNCH_OK || (lr = w) != LAUNCH_OK) return lr;
+    if (lr != LAUNCH_OK) return lr; /* every stream drained above */
+    if ((lr = concurrent_wait(c, cs)) != LAUNCH_OK) return lr; /* a gate that opened by its timeout */
     for (int i = 0; i < THREAD_COUNT; i++) {
         if (t[i].rc != ATTN_OK) {
             say(c, "  thread %d: the call returned %d (%s) for a problem the main thread's call took\n", i, t[i].rc,
