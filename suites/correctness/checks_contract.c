@@ -358,6 +358,10 @@ static int busy_hold_start(check_ctx *c, busy_hold *h, double idle_s) {
         if (sm >= 0 && sm < h->sms) h->block_on[sm] = b;
     }
     if (busy_free_pairs(c, h, pairs)) return 1;
+    if (!h->free) {
+        say(c, "  the check cannot judge: no SM of the first %d had a block of the hold to let go\n", 2 * pairs);
+        return 1;
+    }
     const cudaError_t e = attn_cluster_probe(h->probe_s);
     if (e != cudaSuccess && e != cudaErrorNotSupported) {
         say(c, "  the cluster probe failed: %s\n", cudaGetErrorString(e));
