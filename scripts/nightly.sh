@@ -20,6 +20,18 @@
 # counts, the regressions and the exit status.
 # Exit non-zero on any correctness failure, fuzzing finding, benchmark failure or regression against the
 # previous results (scripts/compare.py, threshold ATTN_NIGHTLY_THRESHOLD percent, default 2).
+# Several GPUs (nvidia-smi lists more than one; ATTN_NIGHTLY_GPUS=1 keeps to one): a CTest resource
+# spec (scripts/resource_spec.py) spreads the correctness tests over them (one slot of 8 each,
+# -j 8 per GPU) and runs the benchmarks one per GPU at once (-DATTN_BENCHMARKS_SPREAD=ON: each
+# takes a whole GPU, none waits for RUN_SERIAL).
+# In steps, for a machine held in slices shorter than the whole job (each command under a time
+# limit; the same machine, build and $ATTN_ARTIFACTS throughout): ATTN_NIGHTLY_STEPS (default
+# "correctness fuzz benchmarks report") names the steps this invocation runs, and
+# ATTN_NIGHTLY_BENCH_PART=K/N the benchmarks' part K of N (every N-th test; part 1 starts the
+# run, part N collects it: run 1/N .. N/N in order, and the last part and the report in one
+# invocation, since the results file is untracked until committed). Each step leaves its exit
+# status in $ATTN_ARTIFACTS/<step>.rc (the benchmarks' the worst of their parts); the report
+# reads them, and a step that never ran counts as failed.
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   echo "usage: $0 [ctest filters for the benchmarks...]"
@@ -35,27 +47,70 @@ py() { python3 "$ATTN_ROOT/scripts/$1.py" "${@:2}"; }
 # ATTN_PYTHON_KERNELS (default python/kernels/nightly.txt; empty: none).
 pyk=${ATTN_PYTHON_KERNELS-$ATTN_ROOT/python/kernels/nightly.txt}
 python3 -c "import torch" 2>/dev/null || pyk=""
-echo "== configure and build in $build${pyk:+ (Python kernels: $pyk)}"
-attn_configure_build "$build" "-DATTN_PYTHON_KERNELS=$pyk" || exit 2
-mkdir -p "$art"
-stamp=$(mktemp)
-echo "== correctness, the version-2 features' full cross product (label features_full), long sequences (label long), the library kernels' matrix (label library_matrix), the harness's own GPU checks (label harness: its device memory, and the benchmarks' timer)"
-ctest --test-dir "$build" -L "^(correctness|features_full|long|library_matrix|harness)$" -j "${ATTN_JOBS_TESTS:-8}" \
-      --output-junit "$art/correctness.junit.xml" >"$art/correctness.log" 2>&1
-corr=$?
-py summary "$art/correctness.junit.xml" | tee "$art/correctness.summary.txt"
-echo "== fuzz: ${ATTN_FUZZ_RUNS:-1000000} executions per parser (scripts/fuzz.sh; exit 77: no clang, not a failure)"
-"$ATTN_ROOT/scripts/fuzz.sh" --build "$build" --runs "${ATTN_FUZZ_RUNS:-1000000}" --jobs "${ATTN_JOBS_TESTS:-8}" \
-  2>&1 | tee "$art/fuzz.log"
-fuzz=${PIPESTATUS[0]}
-echo "== benchmarks (forward and backward: label benchmark)"
-ctest --test-dir "$build" -L benchmark --output-junit "$art/benchmark.junit.xml" "$@" \
-      >"$art/benchmark.log" 2>&1
-bench=$?
-new=$(find "$results" -path '*/benchmarks/20*.json' -newer "$stamp" | sort | tail -1)
-rm -f "$stamp"
+steps=" ${ATTN_NIGHTLY_STEPS:-correctness fuzz benchmarks report} "
+for s in $steps; do
+  case $s in correctness|fuzz|benchmarks|report) ;;
+    *) echo "nightly: ATTN_NIGHTLY_STEPS: unknown step '$s' (correctness fuzz benchmarks report)" >&2; exit 2 ;;
+  esac
+done
+want() { [[ $steps == *" $1 "* ]]; }
+part=${ATTN_NIGHTLY_BENCH_PART:-1/1}
+if ! [[ $part =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
+  echo "nightly: ATTN_NIGHTLY_BENCH_PART '$part': expected K/N with 1 <= K <= N" >&2
+  exit 2
+fi
+k=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]}
+gpus=${ATTN_NIGHTLY_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+[[ $gpus =~ ^[0-9]+$ ]] || { echo "nightly: ATTN_NIGHTLY_GPUS '$gpus': expected a count" >&2; exit 2; }
+spec=() jobs_tests=${ATTN_JOBS_TESTS:-8} jobs_bench=1 spread=OFF
+mkdir -p "$build" "$art"
+if [ "$gpus" -gt 1 ]; then
+  py resource_spec -o "$build/resources.json" || exit 2
+  spec=(--resource-spec-file "$build/resources.json")
+  jobs_tests=${ATTN_JOBS_TESTS:-$((8 * gpus))} jobs_bench=$gpus spread=ON
+fi
+echo "== configure and build in $build${pyk:+ (Python kernels: $pyk)}, $gpus GPU(s); steps:$steps(benchmarks part $k/$n)"
+attn_configure_build "$build" "-DATTN_PYTHON_KERNELS=$pyk" "-DATTN_BENCHMARKS_SPREAD=$spread" || exit 2
+rc_of() { cat "$art/$1.rc" 2>/dev/null || echo "not run"; } # a step's exit status, from whichever invocation ran it
+if want correctness; then # the nightly's first step: the statuses of an earlier nightly's go
+  rm -f "$art/correctness.rc" "$art/fuzz.rc" "$art/benchmarks.rc" "$art/benchmarks.stamp"
+  echo "== correctness, the version-2 features' full cross product (label features_full), long sequences (label long), the library kernels' matrix (label library_matrix), the harness's own GPU checks (label harness: its device memory, and the benchmarks' timer)"
+  ctest --test-dir "$build" -L "^(correctness|features_full|long|library_matrix|harness)$" "${spec[@]}" -j "$jobs_tests" \
+        --output-junit "$art/correctness.junit.xml" >"$art/correctness.log" 2>&1
+  echo $? >"$art/correctness.rc"
+  py summary "$art/correctness.junit.xml" | tee "$art/correctness.summary.txt"
+fi
+if want fuzz; then
+  echo "== fuzz: ${ATTN_FUZZ_RUNS:-1000000} executions per parser (scripts/fuzz.sh; exit 77: no clang, not a failure)"
+  "$ATTN_ROOT/scripts/fuzz.sh" --build "$build" --runs "${ATTN_FUZZ_RUNS:-1000000}" --jobs "${ATTN_JOBS_TESTS:-8}" \
+    2>&1 | tee "$art/fuzz.log"
+  echo "${PIPESTATUS[0]}" >"$art/fuzz.rc"
+fi
+if want benchmarks; then
+  echo "== benchmarks (forward and backward: label benchmark), part $k of $n"
+  sel=() suffix=""
+  if [ "$n" -gt 1 ]; then # every n-th of the benchmarks "$@" selects; part 1 resets the run, part n collects it
+    names=$(ctest --test-dir "$build" -N -L benchmark "$@" | sed -n 's/^ *Test *#[0-9]*: //p' |
+            grep -Ev '^benchmark/(prepare|collect)$' | awk -v k="$k" -v n="$n" '(NR - k) % n == 0')
+    [ -n "$names" ] || { echo "nightly: benchmarks part $k/$n selects no test"; exit 2; }
+    printf '%s\n' "$names" | grep -qv '^[A-Za-z0-9_./-]*$' && { echo "nightly: a benchmark name CTest's -R cannot take as is" >&2; exit 2; }
+    sel=(-R "^($(printf '%s\n' "$names" | sed 's/[.]/[.]/g' | paste -sd'|'))\$")
+    [ "$k" -gt 1 ] && sel+=(-FS bench_run)
+    [ "$k" -lt "$n" ] && sel+=(-FC bench_run)
+    suffix="-${k}of$n"
+  fi
+  [ "$k" -eq 1 ] && { touch "$art/benchmarks.stamp"; rm -f "$art/benchmarks.rc"; }
+  ctest --test-dir "$build" -L benchmark "${spec[@]}" -j "$jobs_bench" --output-junit "$art/benchmark$suffix.junit.xml" \
+        "$@" "${sel[@]}" >"$art/benchmark$suffix.log" 2>&1
+  rc=$?
+  prev_rc=$(cat "$art/benchmarks.rc" 2>/dev/null || echo 0)
+  echo $((rc > prev_rc ? rc : prev_rc)) >"$art/benchmarks.rc"
+  [ "$k" -lt "$n" ] && echo "nightly: benchmarks part $k/$n exit $rc; next: ATTN_NIGHTLY_BENCH_PART=$((k + 1))/$n"
+fi
+want report || { echo "nightly: steps$steps done (correctness $(rc_of correctness), fuzz $(rc_of fuzz), benchmarks $(rc_of benchmarks))"; exit 0; }
+new=$([ -f "$art/benchmarks.stamp" ] && find "$results" -path '*/benchmarks/20*.json' -newer "$art/benchmarks.stamp" | sort | tail -1)
 if [ -z "$new" ]; then
-  echo "nightly: the benchmark run wrote no results file (no GPU? see $art/benchmark.log)"
+  echo "nightly: the benchmark run wrote no results file (no GPU, the benchmarks step not run or not finished? see $art/benchmark*.log)"
   exit 3
 fi
 dir=$(dirname "$new")
@@ -117,12 +172,13 @@ py results --untracked index >/dev/null
 added=$(du -cb "$new" "$nightly/$run"-* | tail -1 | cut -f1)
 echo "nightly: $added bytes of committed results for this run"
 status=0
-[ $corr -eq 0 ] && { [ $fuzz -eq 0 ] || [ $fuzz -eq 77 ]; } && [ $bench -eq 0 ] && [ $regressions -eq 0 ] || status=1
+corr=$(rc_of correctness) fuzz=$(rc_of fuzz) bench=$(rc_of benchmarks)
+[ "$corr" = 0 ] && { [ "$fuzz" = 0 ] || [ "$fuzz" = 77 ]; } && [ "$bench" = 0 ] && [ $regressions -eq 0 ] || status=1
 {
   echo "## Nightly $run: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
   echo
-  echo "- correctness: exit $corr; $(head -1 "$art/correctness.summary.txt" | sed 's/^summary of [^:]*: //')"
-  echo "- fuzz: exit $fuzz; $(grep -c '^fuzz .* executions' "$art/fuzz.log") parsers fuzzed (fuzz.log)"
+  echo "- correctness: exit $corr; $(head -1 "$art/correctness.summary.txt" 2>/dev/null | sed 's/^summary of [^:]*: //')"
+  echo "- fuzz: exit $fuzz; $(grep -c '^fuzz .* executions' "$art/fuzz.log" 2>/dev/null) parsers fuzzed (fuzz.log)"
   echo "- benchmarks: exit $bench; regressions against $([ -n "$prev" ] && basename "$prev" || echo "no earlier run"): $regressions"
   echo "- committed results: $added bytes (the rule: at most 300000)"
   echo
