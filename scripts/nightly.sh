@@ -89,14 +89,8 @@ fi
 if want benchmarks; then
   echo "== benchmarks (forward and backward: label benchmark), part $k of $n"
   sel=() suffix=""
-  if [ "$n" -gt 1 ]; then # every n-th of the benchmarks "$@" selects; part 1 resets the run, part n collects it
-    names=$(ctest --test-dir "$build" -N -L benchmark "$@" | sed -n 's/^ *Test *#[0-9]*: //p' |
-            grep -Ev '^benchmark/(prepare|collect)$' | awk -v k="$k" -v n="$n" '(NR - k) % n == 0')
-    [ -n "$names" ] || { echo "nightly: benchmarks part $k/$n selects no test"; exit 2; }
-    printf '%s\n' "$names" | grep -qv '^[A-Za-z0-9_./-]*$' && { echo "nightly: a benchmark name CTest's -R cannot take as is" >&2; exit 2; }
-    sel=(-R "^($(printf '%s\n' "$names" | sed 's/[.]/[.]/g' | paste -sd'|'))\$")
-    [ "$k" -gt 1 ] && sel+=(-FS bench_run)
-    [ "$k" -lt "$n" ] && sel+=(-FC bench_run)
+  if [ "$n" -gt 1 ]; then # every n-th benchmark; part 1 starts the run, part n collects it
+    mapfile -t sel < <("$ATTN_ROOT/scripts/bench_part.sh" "$build" "$k/$n" "$@") && [ ${#sel[@]} -gt 0 ] || exit 2
     suffix="-${k}of$n"
   fi
   [ "$k" -eq 1 ] && { touch "$art/benchmarks.stamp"; rm -f "$art/benchmarks.rc"; }
