@@ -359,9 +359,9 @@ launch_result threads_run(check_ctx *c, thread_call_fn call, void *problems, con
     if ((lr = concurrent_wait(c, cs)) != LAUNCH_OK) return lr; /* a gate that opened by its timeout */
     for (int i = 0; i < THREAD_COUNT; i++) {
         if (t[i].rc != ATTN_OK) {
-            say(c, "  thread %d: the call returned %d (%s) for a problem the main thread's call took (each thread's "
-                "first CUDA call was the kernel's: the driver API, cuTensorMapEncodeTiled or cuLaunchKernel, finds no "
-                "context current there until the kernel makes one current)\n", i, t[i].rc,
+            say(c, "  thread %d: the call returned %d (%s) for a problem the main thread's call took (often the driver "
+                "API, cuTensorMapEncodeTiled or cuLaunchKernel, with no context current: each thread's first CUDA call "
+                "was the kernel's, and the runtime makes the primary context current only when a runtime call needs it)\n", i, t[i].rc,
                 t[i].rc == ATTN_UNSUPPORTED ? "ATTN_UNSUPPORTED" : "an error");
             return LAUNCH_FAILED;
         }
