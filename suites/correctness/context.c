@@ -298,15 +298,21 @@ typedef struct {
     const attn_kernel *kernel;
     thread_call_fn call;
     void *problems;
-    int first; /* its first problem's index */
+    int first;  /* its first problem's index */
+    int device; /* the device of the problems and stream */
     cudaStream_t s;
     atomic_int *go;   /* set once every thread exists: they start together */
     int rc;           /* the first return other than ATTN_OK, or ATTN_OK */
-    cudaError_t left; /* an error a call left pending on this thread */
+    cudaError_t left;       /* an error a call left pending on this thread */
+    cudaError_t set_device; /* making the device current in the thread */
 } thread_calls;
 
 static void *call_from_thread(void *arg) {
     thread_calls *t = arg;
+    /* A caller makes its data's device current, as a framework's device guard does (abi/attn_abi.h);
+     * on device 0 the thread is left as it started, with no context current, as a one-GPU caller's
+     * thread pool gives it (the runtime's default device is 0). */
+    if (t->device != 0 && (t->set_device = cudaSetDevice(t->device)) != cudaSuccess) return NULL;
     while (!atomic_load(t->go)) sched_yield();
     for (int k = 0; k < THREAD_CALLS && t->rc == ATTN_OK && t->left == cudaSuccess; k++) {
         t->rc = t->call(t->kernel, t->problems, t->first + k, t->s);
@@ -334,8 +340,14 @@ static int spawn_and_join(check_ctx *c, thread_calls *t) {
 
 launch_result threads_run(check_ctx *c, thread_call_fn call, void *problems, concurrent_streams *cs) {
     thread_calls t[THREAD_COUNT];
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        say(c, "  the check cannot judge: cudaGetDevice failed\n");
+        return LAUNCH_FAILED;
+    }
     for (int i = 0; i < THREAD_COUNT; i++)
-        t[i] = (thread_calls){c->kernel, call, problems, i * THREAD_CALLS, cs->s[i], NULL, ATTN_OK, cudaSuccess};
+        t[i] = (thread_calls){c->kernel, call, problems, i * THREAD_CALLS, device, cs->s[i], NULL, ATTN_OK, cudaSuccess,
+                              cudaSuccess};
     if (spawn_and_join(c, t)) return LAUNCH_FAILED;
     int returned = 1; /* every call returned while every stream was held */
     for (int i = 0; i < cs->n; i++) returned &= !attn_gate_timed_out(cs->gate[i]);
@@ -358,6 +370,11 @@ launch_result threads_run(check_ctx *c, thread_call_fn call, void *problems, con
     if (lr != LAUNCH_OK) return lr; /* every stream drained above */
     if ((lr = concurrent_wait(c, cs)) != LAUNCH_OK) return lr; /* a gate that opened by its timeout */
     for (int i = 0; i < THREAD_COUNT; i++) {
+        if (t[i].set_device != cudaSuccess) {
+            say(c, "  the check cannot judge: cudaSetDevice(%d) failed in thread %d: %s\n", device, i,
+                cudaGetErrorString(t[i].set_device));
+            return LAUNCH_FAILED;
+        }
         if (t[i].rc != ATTN_OK) {
             say(c, "  thread %d: the call returned %d (%s) for a problem the main thread's call took (often the driver "
                 "API, cuTensorMapEncodeTiled or cuLaunchKernel, with no context current: each thread's first CUDA call "
