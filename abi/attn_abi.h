@@ -24,7 +24,9 @@
  * process's CUDA state as they found it: the current device, the device's limits and memory
  * pools, the stream's attributes such as an L2 access policy window (check state_unchanged).
  * Host threads may call at once, each with its own stream and problem: host state a kernel
- * keeps is locked or per call (check threads). */
+ * keeps is locked or per call (check threads). A call runs on the current device: the caller
+ * makes its pointers' and stream's device current (a framework's device guard does); a thread
+ * that never chose one is on device 0, possibly with no context current yet. */
 #ifndef ATTN_ABI_H
 #define ATTN_ABI_H
 

@@ -21,6 +21,7 @@ typedef enum {
     ATTN_CASE_FAILED,        /* a check failed, or the case crashed or hung */
     ATTN_CASE_UNSUPPORTED,   /* the kernel does not take this case */
     ATTN_CASE_SKIPPED,       /* this machine cannot run it (e.g. too little GPU memory) */
+    ATTN_CASE_KNOWN,         /* failed only as a listed known deviation of a kernel not ours */
     ATTN_CASE_NOT_RUN,       /* never reached (the child could not be started again) */
 } attn_case_verdict;
 

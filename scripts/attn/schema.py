@@ -347,9 +347,9 @@ def _junit_number(elem, attr, where, kind):
         raise BadInput(f"{where}: '{attr}' is '{text}', expected {want}")
 
 
-CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|NOT_SUPPORTED|SKIPPED|NOT_RUN)\b", re.M)
-CASE_WORDS = {"passed": "passed", "FAILED": "failed", "NOT_SUPPORTED": "not supported", "SKIPPED": "skipped",
-              "NOT_RUN": "not run"}
+CASE_LINE = re.compile(r"^CASE (\S+) (passed|FAILED|KNOWN_DEVIATION|NOT_SUPPORTED|SKIPPED|NOT_RUN)\b", re.M)
+CASE_WORDS = {"passed": "passed", "FAILED": "failed", "KNOWN_DEVIATION": "known deviation",
+              "NOT_SUPPORTED": "not supported", "SKIPPED": "skipped", "NOT_RUN": "not run"}
 
 
 def junit_cases(root):

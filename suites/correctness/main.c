@@ -8,10 +8,11 @@
  *   attn_correctness --list-checks      (the check table: name, group, summary)
  *
  * Prints one line per case, "CASE <dtype>/d<D>/<mask>/<shape> passed|FAILED <checks>|
- * NOT_SUPPORTED|SKIPPED|NOT_RUN", a tally, and for each failed case the command that reruns
- * it alone. Exit: 0 no case failed and one passed; 1 a case failed or did not run; 77 no GPU,
- * or no case supported or runnable here (the reasons are printed); 2 bad arguments or a
- * harness error.
+ * KNOWN_DEVIATION <checks>|NOT_SUPPORTED|SKIPPED|NOT_RUN", a tally, and for each failed case the
+ * command that reruns it alone (a known deviation: --known-deviations, harness/known_deviations.h).
+ * Exit: 0 no case failed and one passed or was a known deviation; 1 a case failed or did not
+ * run; 77 no GPU, or no case supported or runnable here (the reasons are printed); 2 bad
+ * arguments or a harness error.
  *
  * The files: main.c (arguments, cases, the Check plumbing, the report), context.{h,c} (what
  * a check sees and the helpers it uses), checks_output.c, checks_contract.c, checks_packed.c
@@ -44,6 +45,7 @@
 #include "device_memory.h"
 #include "gpu_problem.h"
 #include "harness.h"
+#include "known_deviations.h"
 #include "pairwise.h"
 #include "problem.h"
 #include "reference.h"
@@ -195,6 +197,8 @@ static const char *axis_option(int x) { return x == AX_SHAPE ? "shapes" : attn_a
 typedef struct {
     const char *name; /* CTest test name: messages */
     const char *kernel, *plugin, *tolerance, *checks;
+    const char *known_path;  /* --known-deviations FILE, or NULL */
+    attn_deviations known;   /* its entries: failures of a kernel we do not own, excused with a reason */
     const char *lists[N_AXES]; /* each axis's list, as given (or its default) */
     char values[N_AXES][MAXL][ELEM]; /* the lists' elements */
     char default_checks[256];
@@ -228,6 +232,7 @@ static void usage_text(FILE *out) {
     usage_axes(out, 1);
     fprintf(out, "\n         [--pairwise] [--shard K/N]\n"
                     "         --tolerance FILE.ini [--checks NAME,...] [--case-timeout SECONDS] [--in-process] [--list]\n"
+                    "         [--known-deviations FILE]\n"
                     "       attn_correctness --list-checks\n"
                     "cases: the cross product of the lists (S = SxS; D = DxD; causal cases keep only a window's L;\n"
                     "        -1 is unbounded; defaults:");
@@ -244,6 +249,8 @@ static void usage_text(FILE *out) {
             "        compute-sanitizer); packed: a packed case's\n"
             "--in-process: run the cases in this process (for tools that follow one process);\n"
             "        by default a child process runs them, replaced after a crash or a hang\n"
+            "--known-deviations: a case that fails only checks an entry of FILE names for this kernel\n"
+            "        is a known deviation, not a failure (harness/known_deviations.h; never a built-in)\n"
             "--list: print the cases and exit; --list-checks: print the checks and exit\n"
             "--help, -h: print this and exit\n");
 }
@@ -453,6 +460,7 @@ static int take_option(suite *s, int opt) {
     case 'b': s->ctx.batch = positive_arg("--batch", optarg); break;
     case 'e': s->ctx.heads = positive_arg("--heads", optarg); break;
     case 'T': s->tolerance = optarg; break;
+    case 'D': s->known_path = optarg; break;
     case 'c': s->checks = optarg; break;
     case 'W': s->case_timeout_s = positive_arg("--case-timeout", optarg); break;
     case 'I': s->in_process = 1; break;
@@ -483,7 +491,8 @@ static void parse_args(int argc, char **argv, suite *s) {
         {"shapes", 1, 0, AXIS_CODE + AX_SHAPE}, {"name", 1, 0, 'n'}, {"kernel", 1, 0, 'k'}, {"plugin", 1, 0, 'p'},
         {"batch", 1, 0, 'b'},      {"heads", 1, 0, 'e'},        {"tolerance", 1, 0, 'T'}, {"checks", 1, 0, 'c'},
         {"case-timeout", 1, 0, 'W'}, {"in-process", 0, 0, 'I'}, {"pairwise", 0, 0, 'P'},  {"list", 0, 0, 'L'},
-        {"shard", 1, 0, 'H'},      {"list-checks", 0, 0, 'l'},  {"help", 0, 0, 'h'},        {0, 0, 0, 0},
+        {"shard", 1, 0, 'H'},      {"list-checks", 0, 0, 'l'},  {"help", 0, 0, 'h'},        {"known-deviations", 1, 0, 'D'},
+        {0, 0, 0, 0},
     };
     int c;
     char why[256];
@@ -520,6 +529,29 @@ static void parse_args(int argc, char **argv, suite *s) {
         fprintf(stderr, "attn_correctness: --checks: unknown check '%s'\n", bad);
         exit(2);
     }
+}
+
+/* --known-deviations: the file's entries, each naming a kernel that is not built in (ours are
+ * fixed, not excused) and checks that exist; 0, or 1 with "<file>:<line>: <what>" in err. */
+static int load_known(suite *s, char *err, size_t len) {
+    if (attn_deviations_load(s->known_path, &s->known, err, len)) return 1;
+    int n_builtin = 0;
+    const attn_kernel *const *builtin = attn_builtin_kernels(&n_builtin);
+    for (int i = 0; i < s->known.n; i++) {
+        const attn_deviation *e = &s->known.v[i];
+        char bad[128];
+        for (int b = 0; b < n_builtin; b++)
+            if (!strcmp(builtin[b]->name, e->kernel)) {
+                snprintf(err, len, "%s:%d: '%s' is a built-in kernel: its failures are fixed, never listed as known",
+                         s->known_path, e->line, e->kernel);
+                return 1;
+            }
+        if (strcmp(e->checks, "*") && checks_valid(e->checks, bad, sizeof bad)) {
+            snprintf(err, len, "%s:%d: unknown check '%s' (attn_correctness --list-checks)", s->known_path, e->line, bad);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------ running ---- */
@@ -572,7 +604,7 @@ static int child_init(void *ctx) {
 }
 
 /* The checks of one case, as a Check suite run in this process; prints each failure. */
-static attn_case_verdict run_checks(check_ctx *x, const char *checks, double t0) {
+static attn_case_verdict run_checks(check_ctx *x, const char *checks, const attn_deviations *known, double t0) {
     const test_case *c = x->tc;
     x->n_unsupported = 0, x->failed_checks[0] = 0, x->unsupported[0] = 0;
     x->inputs_verified = 0, x->inputs_changed[0] = 0, x->check_times[0] = 0;
@@ -589,6 +621,12 @@ static attn_case_verdict run_checks(check_ctx *x, const char *checks, double t0)
     srunner_free(sr);
     if (x->check_times[0]) printf("TIMES %s:%s\n", c->label, x->check_times);
     double s = attn_wall_s() - t0;
+    const attn_deviation *e = failed ? attn_deviation_find(known, x->kernel->name, c->label, x->failed_checks) : NULL;
+    if (e) {
+        printf("CASE %s KNOWN_DEVIATION %s (%.2f s)\nKNOWN DEVIATION (line %d of the list): %s\n", c->label,
+               x->failed_checks, s, e->line, e->why);
+        return ATTN_CASE_KNOWN;
+    }
     if (failed) {
         printf("CASE %s FAILED %s (%.2f s)\n", c->label, x->failed_checks[0] ? x->failed_checks : "(a Check error)", s);
         return ATTN_CASE_FAILED;
@@ -599,6 +637,9 @@ static attn_case_verdict run_checks(check_ctx *x, const char *checks, double t0)
         return ATTN_CASE_UNSUPPORTED;
     }
     printf("CASE %s passed (%.2f s)\n", c->label, s);
+    if ((e = attn_deviation_exact(known, x->kernel->name, c->label)))
+        printf("KNOWN DEVIATION NOT SEEN (line %d of the list names this case): fixed upstream? then delete the "
+               "entry\n", e->line);
     return ATTN_CASE_PASSED;
 }
 
@@ -628,7 +669,7 @@ static attn_case_verdict run_case(int i, void *ctx, int *stop_child) {
         /* a packed case's own checks; the backward's, and 'launch' (compute-sanitizer's run of
          * varlen and paged layouts), take packed cases as they are */
         const int as_given = backward || launch_checks_only(s->checks);
-        v = run_checks(x, c->nseq && !as_given ? "packed,inputs_unchanged" : s->checks, t0);
+        v = run_checks(x, c->nseq && !as_given ? "packed,inputs_unchanged" : s->checks, &s->known, t0);
     }
     cudaGetLastError(); /* clears an error that is not sticky; a sticky one stays */
     cudaError_t e = cudaDeviceSynchronize();
@@ -645,16 +686,19 @@ static const char *case_label(int i, void *ctx) { return ((const suite *)ctx)->c
 /* ------------------------------------------------------------------ the end ---- */
 
 /* The tally, a line per case that never reported, how to rerun each failed case alone;
- * the exit status: 1 if any case failed or did not run, else 0 if any passed, else 77. */
+ * the exit status: 1 if any case failed or did not run, else 0 if any passed or was a known
+ * deviation, else 77. */
 static int report(const suite *s, const attn_case_verdict *v, const char *argv0) {
     int count[ATTN_CASE_NOT_RUN + 1] = {0};
     for (int i = 0; i < s->n_cases; i++) {
         count[v[i]]++;
         if (v[i] == ATTN_CASE_NOT_RUN) printf("CASE %s NOT_RUN\n", s->cases[i].label);
     }
-    printf("%s: %d cases: %d passed, %d failed, %d not supported, %d skipped, %d not run\n", s->name, s->n_cases,
+    printf("%s: %d cases: %d passed, %d failed, %d not supported, %d skipped, %d not run", s->name, s->n_cases,
            count[ATTN_CASE_PASSED], count[ATTN_CASE_FAILED], count[ATTN_CASE_UNSUPPORTED], count[ATTN_CASE_SKIPPED],
            count[ATTN_CASE_NOT_RUN]);
+    if (count[ATTN_CASE_KNOWN]) printf(", %d known deviations (%s)", count[ATTN_CASE_KNOWN], s->known_path);
+    printf("\n");
     for (int i = 0; i < s->n_cases; i++) {
         const test_case *c = &s->cases[i];
         if (v[i] != ATTN_CASE_FAILED) continue;
@@ -670,7 +714,7 @@ static int report(const suite *s, const attn_case_verdict *v, const char *argv0)
                s->tolerance, s->checks);
     }
     if (count[ATTN_CASE_FAILED] || count[ATTN_CASE_NOT_RUN]) return 1;
-    if (count[ATTN_CASE_PASSED]) return 0;
+    if (count[ATTN_CASE_PASSED] || count[ATTN_CASE_KNOWN]) return 0;
     printf("%s\n", count[ATTN_CASE_UNSUPPORTED] ? "NOT SUPPORTED: no case of this test (reasons above)"
                                                 : "SKIPPED: every case of this test (reasons above)");
     return ATTN_EXIT_SKIP;
@@ -688,6 +732,10 @@ int main(int argc, char **argv) {
     s->ctx.kernel = attn_find_kernel(s->kernel, s->plugin, err, sizeof err);
     if (!s->ctx.kernel) {
         fprintf(stderr, "attn_correctness: %s\n", err);
+        return 2;
+    }
+    if (s->known_path && load_known(s, err, sizeof err)) {
+        fprintf(stderr, "attn_correctness: --known-deviations: %s\n", err);
         return 2;
     }
     if (s->list) { /* the cases, no GPU needed */
