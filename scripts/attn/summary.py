@@ -4,6 +4,10 @@ which GPUs ran the tests (the "GPU <n>: ..." line each correctness test prints).
 
     scripts/summary.py build/junit-correctness.xml [--require-gpu] [--by-kernel]
 
+--known-candidates prints, for python/kernels/known_deviations.txt, a commented-out entry per
+failed case of a plugin's test (label plugin; the checks it failed), to be reviewed, given its
+cause and uncommented (a crash or a hang is never one: the child's verdict, not a check's).
+
 --by-kernel adds a Markdown table: a row per kernel, a column per label (the test name's first
 part; sanitize/<tool> for the sanitizers, backward/features, backward/packed and
 backward/contract for the backward's own, benchmark/bwd and benchmark/fwd_bwd for the
@@ -30,6 +34,8 @@ def main(argv=None):
     ap.add_argument("junit", help="a CTest JUnit file (ctest --output-junit)")
     ap.add_argument("--require-gpu", action="store_true", help="exit 3 when no test ran on a GPU")
     ap.add_argument("--by-kernel", action="store_true", help="a table of cases per kernel and label")
+    ap.add_argument("--known-candidates", action="store_true",
+                    help="commented-out known-deviation entries for the plugins' failed cases")
     args = ap.parse_args(argv)
     path = args.junit
     root = load_junit(path, "summary")
@@ -84,6 +90,8 @@ def main(argv=None):
                   ", ".join(f"{c} {n}" for c, n in check_failures.most_common()))
     if args.by_kernel:
         by_kernel_table(root)
+    if args.known_candidates:
+        known_candidates(root)
     if not gpu_tests:
         print(f"NO GPU TEST RAN: none of the {total} tests ran on a GPU (skipped, or host-side only): "
               "these results say nothing about the kernels" +
@@ -92,18 +100,44 @@ def main(argv=None):
     return 0
 
 
+def label_and_kernel(name):
+    """A test's label (sanitize/<tool> and backward/<features, packed or contract>: two parts;
+    backward/<kernel>/<dtype>/d<D>: backward; else the first part, a benchmark's with its pass)
+    and its kernel; None for a name without a kernel (benchmark/prepare)."""
+    pass_, parts = split_name(name or "")
+    n = 2 if parts[0] == "sanitize" or (parts[0] == "backward" and parts[1:2] in (["features"], ["packed"], ["contract"])) else 1
+    if len(parts) <= n:
+        return None
+    return "/".join(parts[:n]) + ("" if pass_ == "fwd" else f"/{pass_}"), parts[n]
+
+
+CASE_FAILED_CHECKS = re.compile(r"^CASE (\S+) FAILED ([a-z_]+(?:,[a-z_]+)*) \(", re.M)
+
+
+def known_candidates(root):
+    """A commented-out known-deviations entry per failed case of a plugin's test."""
+    seen = set()
+    print("\n# candidates for python/kernels/known_deviations.txt: review each, give its cause, uncomment")
+    for tc in root.iter("testcase"):
+        labels = {p.get("value") for p in tc.iter("property") if p.get("name") == "cmake_labels"}
+        named = label_and_kernel(tc.get("name"))
+        if not named or not any("plugin" in (v or "").split(";") for v in labels):
+            continue
+        for case, checks in CASE_FAILED_CHECKS.findall(tc.findtext("system-out") or ""):
+            if (named[1], case, checks) not in seen:
+                seen.add((named[1], case, checks))
+                print(f"# {named[1]} {case} {checks} <why> (seen in {tc.get('name')})")
+
+
 def by_kernel_table(root):
     """Cases per kernel and label: passed / not supported / failed."""
     cells = collections.defaultdict(collections.Counter)
     labels, kernels = [], []
     for tc in root.iter("testcase"):
-        pass_, parts = split_name(tc.get("name") or "")
-        # the label is two parts for sanitize/<tool>/<kernel> and backward/<features, packed or
-        # contract>/<kernel>, one otherwise (backward/<kernel>/<dtype>/d<D>: label backward)
-        n = 2 if parts[0] == "sanitize" or (parts[0] == "backward" and parts[1:2] in (["features"], ["packed"], ["contract"])) else 1
-        if len(parts) <= n:
+        named = label_and_kernel(tc.get("name"))
+        if not named:
             continue
-        label, kernel = "/".join(parts[:n]) + ("" if pass_ == "fwd" else f"/{pass_}"), parts[n]
+        label, kernel = named
         labels += [label] if label not in labels else []
         kernels += [kernel] if kernel not in kernels else []
         verdicts = [CASE_WORDS[v] for _, v in CASE_LINE.findall(tc.findtext("system-out") or "")]
