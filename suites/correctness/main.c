@@ -751,6 +751,7 @@ int main(int argc, char **argv) {
     rc = report(s, v, argv[0]);
     free(v);
     free(s->cases);
+    attn_deviations_free(&s->known);
     free(s);
     return rc;
 }
