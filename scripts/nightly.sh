@@ -26,12 +26,14 @@
 # takes a whole GPU, none waits for RUN_SERIAL).
 # In steps, for a machine held in slices shorter than the whole job (each command under a time
 # limit; the same machine, build and $ATTN_ARTIFACTS throughout): ATTN_NIGHTLY_STEPS (default
-# "correctness fuzz benchmarks report") names the steps this invocation runs, and
-# ATTN_NIGHTLY_BENCH_PART=K/N the benchmarks' part K of N (every N-th test; part 1 starts the
-# run, part N collects it: run 1/N .. N/N in order, and the last part and the report in one
-# invocation, since the results file is untracked until committed). Each step leaves its exit
-# status in $ATTN_ARTIFACTS/<step>.rc (the benchmarks' the worst of their parts); the report
-# reads them, and a step that never ran counts as failed.
+# "correctness fuzz benchmarks report") names the steps this invocation runs;
+# ATTN_NIGHTLY_CORR_PART=K/N the correctness tests' part K of N (every N-th test; part 1 starts
+# the nightly, part N merges the parts' JUnit files into correctness.junit.xml), and
+# ATTN_NIGHTLY_BENCH_PART=K/N the benchmarks' (part 1 starts the run, part N collects it).
+# Run 1/N .. N/N in order, and the benchmarks' last part and the report in one invocation,
+# since the results file is untracked until committed. Each step leaves its exit status in
+# $ATTN_ARTIFACTS/<step>.rc (the worst of its parts); the report reads them, and a step that
+# never ran counts as failed.
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   echo "usage: $0 [ctest filters for the benchmarks...]"
@@ -54,12 +56,15 @@ for s in $steps; do
   esac
 done
 want() { [[ $steps == *" $1 "* ]]; }
-part=${ATTN_NIGHTLY_BENCH_PART:-1/1}
-if ! [[ $part =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
-  echo "nightly: ATTN_NIGHTLY_BENCH_PART '$part': expected K/N with 1 <= K <= N" >&2
-  exit 2
-fi
-k=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]}
+part_of() { # <variable> <value>: "K N", or exit 2 naming the variable
+  if ! [[ $2 =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
+    echo "nightly: $1 '$2': expected K/N with 1 <= K <= N" >&2
+    exit 2
+  fi
+  echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
+}
+read -r k n < <(part_of ATTN_NIGHTLY_BENCH_PART "${ATTN_NIGHTLY_BENCH_PART:-1/1}") && [ -n "${n:-}" ] || exit 2
+read -r ck cn < <(part_of ATTN_NIGHTLY_CORR_PART "${ATTN_NIGHTLY_CORR_PART:-1/1}") && [ -n "${cn:-}" ] || exit 2
 gpus=${ATTN_NIGHTLY_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
 [[ $gpus =~ ^[0-9]+$ ]] || { echo "nightly: ATTN_NIGHTLY_GPUS '$gpus': expected a count" >&2; exit 2; }
 spec=() jobs_tests=${ATTN_JOBS_TESTS:-8} jobs_bench=1 spread=OFF
@@ -69,16 +74,34 @@ if [ "$gpus" -gt 1 ]; then
   spec=(--resource-spec-file "$build/resources.json")
   jobs_tests=${ATTN_JOBS_TESTS:-$((8 * gpus))} jobs_bench=$gpus spread=ON
 fi
-echo "== configure and build in $build${pyk:+ (Python kernels: $pyk)}, $gpus GPU(s); steps:$steps(benchmarks part $k/$n)"
+echo "== configure and build in $build${pyk:+ (Python kernels: $pyk)}, $gpus GPU(s); steps:$steps(correctness part $ck/$cn, benchmarks part $k/$n)"
 attn_configure_build "$build" "-DATTN_PYTHON_KERNELS=$pyk" "-DATTN_BENCHMARKS_SPREAD=$spread" || exit 2
 rc_of() { cat "$art/$1.rc" 2>/dev/null || echo "not run"; } # a step's exit status, from whichever invocation ran it
 if want correctness; then # the nightly's first step: the statuses of an earlier nightly's go
-  rm -f "$art/correctness.rc" "$art/fuzz.rc" "$art/benchmarks.rc" "$art/benchmarks.stamp"
-  echo "== correctness, the version-2 features' full cross product (label features_full), long sequences (label long), the library kernels' matrix (label library_matrix), the harness's own GPU checks (label harness: its device memory, and the benchmarks' timer)"
-  ctest --test-dir "$build" -L "^(correctness|features_full|long|library_matrix|harness)$" "${spec[@]}" -j "$jobs_tests" \
-        --output-junit "$art/correctness.junit.xml" >"$art/correctness.log" 2>&1
-  echo $? >"$art/correctness.rc"
-  py summary "$art/correctness.junit.xml" | tee "$art/correctness.summary.txt"
+  [ "$ck" -eq 1 ] && rm -f "$art"/correctness*.rc "$art"/correctness-*of*.junit.xml "$art/fuzz.rc" "$art/benchmarks.rc" \
+                           "$art/benchmarks.stamp"
+  echo "== correctness (part $ck of $cn), the version-2 features' full cross product (label features_full), long sequences (label long), the library kernels' matrix (label library_matrix), the harness's own GPU checks (label harness: its device memory, and the benchmarks' timer)"
+  labels=(-L "^(correctness|features_full|long|library_matrix|harness)$")
+  sel=() suffix=""
+  if [ "$cn" -gt 1 ]; then # every cn-th test
+    mapfile -t sel < <("$ATTN_ROOT/scripts/test_part.sh" "$build" "$ck/$cn" "${labels[@]}") && [ ${#sel[@]} -gt 0 ] || exit 2
+    suffix="-${ck}of$cn"
+  fi
+  ctest --test-dir "$build" "${labels[@]}" "${sel[@]}" "${spec[@]}" -j "$jobs_tests" \
+        --output-junit "$art/correctness$suffix.junit.xml" >"$art/correctness$suffix.log" 2>&1
+  rc=$?
+  prev_rc=$(cat "$art/correctness.rc" 2>/dev/null || echo 0)
+  echo $((rc > prev_rc ? rc : prev_rc)) >"$art/correctness.rc"
+  if [ "$ck" -eq "$cn" ]; then # the parts as one file (a part missing: the merge fails, and so does the step)
+    parts=("$art/correctness.junit.xml")
+    [ "$cn" -gt 1 ] && parts=($(for i in $(seq 1 "$cn"); do echo "$art/correctness-${i}of$cn.junit.xml"; done))
+    merged=()
+    [ "$cn" -gt 1 ] && merged=(--merged "$art/correctness.junit.xml")
+    py summary "${parts[@]}" "${merged[@]}" | tee "$art/correctness.summary.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || echo 1 >"$art/correctness.rc"
+  else
+    echo "nightly: correctness part $ck/$cn exit $rc; next: ATTN_NIGHTLY_CORR_PART=$((ck + 1))/$cn"
+  fi
 fi
 if want fuzz; then
   echo "== fuzz: ${ATTN_FUZZ_RUNS:-1000000} executions per parser (scripts/fuzz.sh; exit 77: no clang, not a failure)"

@@ -19,8 +19,10 @@ line says so in capitals; with --require-gpu (GPU CI runners) that is a failure:
 """
 import argparse
 import collections
+import os
 import re
 import sys
+import xml.etree.ElementTree as ET
 
 from attn.schema import CASE_LINE, CASE_WORDS, junit_cases, load_junit, split_name
 
@@ -31,14 +33,15 @@ GPU_LINE = re.compile(r"^(GPU \d+: .*)$", re.M)
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="summary.py", description=__doc__.strip().splitlines()[0])
-    ap.add_argument("junit", help="a CTest JUnit file (ctest --output-junit)")
+    ap.add_argument("junit", nargs="+", help="CTest JUnit files (ctest --output-junit): several are one run's parts")
+    ap.add_argument("--merged", metavar="OUT", help="also write them as one JUnit file, whole or not at all")
     ap.add_argument("--require-gpu", action="store_true", help="exit 3 when no test ran on a GPU")
     ap.add_argument("--by-kernel", action="store_true", help="a table of cases per kernel and label")
     ap.add_argument("--known-candidates", action="store_true",
                     help="commented-out known-deviation entries for the plugins' failed cases")
     args = ap.parse_args(argv)
-    path = args.junit
-    root = load_junit(path, "summary")
+    path = ", ".join(args.junit)
+    root = load_all(args.junit, args.merged)
     passed, failed, skipped = [], [], []
     skip_reasons = collections.Counter()
     check_failures = collections.Counter()
@@ -98,6 +101,23 @@ def main(argv=None):
               (" (--require-gpu: failing)" if args.require_gpu else "; ATTN_REQUIRE_GPU=1 makes this a failure"))
         return 3 if args.require_gpu else 0
     return 0
+
+
+def load_all(paths, merged):
+    """The JUnit files' root, or their suites under one <testsuites> (the parts of a run in
+    slices: scripts/nightly.sh); with `merged`, that document written there (a temporary file
+    renamed: whole or not at all)."""
+    roots = [load_junit(p, "summary") for p in paths]
+    if len(roots) == 1 and not merged:
+        return roots[0]
+    root = ET.Element("testsuites")
+    for r in roots:
+        root.extend(list(r) if r.tag == "testsuites" else [r])
+    if merged:
+        tmp = f"{merged}.tmp{os.getpid()}"
+        ET.ElementTree(root).write(tmp, encoding="UTF-8", xml_declaration=True)
+        os.replace(tmp, merged)
+    return root
 
 
 def label_and_kernel(name):

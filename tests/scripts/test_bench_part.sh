@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench_part.sh on this build's benchmark list: for 2 and 3 parts, with and without a
 # filter, the parts together list every benchmark once, benchmark/prepare only in part 1 and
-# benchmark/collect only in the last; a bad K/N exits 2.
+# benchmark/collect only in the last; a bad K/N exits 2. scripts/test_part.sh on the nightly's
+# correctness labels: 2 and 3 parts list every test once; a part selecting none exits 2.
 #   tests/scripts/test_bench_part.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src=$1 build=$2
@@ -28,6 +29,23 @@ for filter in "" "-LE benchmark_bwd"; do
     echo "$n parts ($filter): $(printf '%s\n' "$all" | grep -c .) tests, each once"
   done
 done
+# the nightly's correctness step in parts (scripts/test_part.sh): every test once
+labels=(-L "^(correctness|features_full|long|library_matrix|harness)$")
+all=$(ctest --test-dir "$build" -N "${labels[@]}" | sed -n 's/^ *Test *#[0-9]*: //p' | sort)
+[ "$(printf '%s\n' "$all" | grep -c .)" -gt 4 ] || fail "too few correctness tests listed"
+for n in 2 3; do
+  union=""
+  for k in $(seq 1 "$n"); do
+    mapfile -t sel < <("$src/scripts/test_part.sh" "$build" "$k/$n" "${labels[@]}")
+    [ ${#sel[@]} -eq 2 ] || fail "correctness part $k/$n: no selection"
+    union+=$(ctest --test-dir "$build" -N "${labels[@]}" "${sel[@]}" | sed -n 's/^ *Test *#[0-9]*: //p')$'\n'
+  done
+  [ "$(printf '%s' "$union" | grep . | sort)" = "$all" ] || fail "$n correctness parts do not list every test once"
+  echo "$n correctness parts: $(printf '%s\n' "$all" | grep -c .) tests, each once"
+done
+[ -z "$("$src/scripts/test_part.sh" "$build" 1/1 "${labels[@]}")" ] || fail "test_part 1/1 selects"
+"$src/scripts/test_part.sh" "$build" 1/2 -L no_such_label >/dev/null 2>&1
+[ $? -eq 2 ] || fail "an empty part did not exit 2"
 for bad in 0/2 3/2 x 1; do
   "$src/scripts/bench_part.sh" "$build" "$bad" >/dev/null 2>&1
   [ $? -eq 2 ] || fail "'$bad' did not exit 2"
