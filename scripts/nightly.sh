@@ -78,8 +78,8 @@ echo "== configure and build in $build${pyk:+ (Python kernels: $pyk)}, $gpus GPU
 attn_configure_build "$build" "-DATTN_PYTHON_KERNELS=$pyk" "-DATTN_BENCHMARKS_SPREAD=$spread" || exit 2
 rc_of() { cat "$art/$1.rc" 2>/dev/null || echo "not run"; } # a step's exit status, from whichever invocation ran it
 if want correctness; then # the nightly's first step: the statuses of an earlier nightly's go
-  [ "$ck" -eq 1 ] && rm -f "$art"/correctness*.rc "$art"/correctness-*of*.junit.xml "$art/fuzz.rc" "$art/benchmarks.rc" \
-                           "$art/benchmarks.stamp"
+  [ "$ck" -eq 1 ] && rm -f "$art/correctness.rc" "$art/correctness.junit.xml" "$art"/correctness-*of*.junit.xml \
+                           "$art/fuzz.rc" "$art/benchmarks.rc" "$art/benchmarks.stamp"
   echo "== correctness (part $ck of $cn), the version-2 features' full cross product (label features_full), long sequences (label long), the library kernels' matrix (label library_matrix), the harness's own GPU checks (label harness: its device memory, and the benchmarks' timer)"
   labels=(-L "^(correctness|features_full|long|library_matrix|harness)$")
   sel=() suffix=""
