@@ -2,7 +2,8 @@
 """Summarizes a CTest JUnit file: counts, why tests were skipped, which checks failed, and
 which GPUs ran the tests (the "GPU <n>: ..." line each correctness test prints).
 
-    scripts/summary.py build/junit-correctness.xml [--require-gpu] [--by-kernel]
+    scripts/summary.py build/junit-correctness.xml [--require-gpu] [--by-kernel] [--known-candidates]
+    scripts/summary.py PART.xml... --merged OUT.xml   (a run's parts: one summary, one file)
 
 --known-candidates prints, for python/kernels/known_deviations.txt, a commented-out entry per
 failed case of a plugin's test (label plugin; the checks it failed), to be reviewed, given its
