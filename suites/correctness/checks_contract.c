@@ -484,9 +484,10 @@ outcome check_state_unchanged(check_ctx *c) {
  * drained before the next opens, and every output is judged. Host code that keeps the call in
  * flight in globals (its stream, its parameters, a cache filled without a lock) sends a call's
  * work to another's stream or buffers: its output left poisoned, written from another's inputs,
- * or run out of its stream's order (before the poison that its own stream enqueued). Each
- * thread's first CUDA call is the kernel's: one that calls the driver API (TMA descriptors)
- * finds no context current there unless it makes one so. */
+ * or run out of its stream's order (before the poison that its own stream enqueued). A thread
+ * first makes the problem's device current, as a caller's device guard does, except device 0:
+ * there its first CUDA call is the kernel's, and one that calls the driver API (TMA
+ * descriptors) finds no context current unless it makes one so. */
 static int fwd_call(const attn_kernel *kernel, void *problems, int i, cudaStream_t stream) {
     return kernel->fwd(&((attn_gpu_problem *)problems)[i].p, stream);
 }

@@ -376,10 +376,11 @@ launch_result threads_run(check_ctx *c, thread_call_fn call, void *problems, con
             return LAUNCH_FAILED;
         }
         if (t[i].rc != ATTN_OK) {
-            say(c, "  thread %d: the call returned %d (%s) for a problem the main thread's call took (often the driver "
-                "API, cuTensorMapEncodeTiled or cuLaunchKernel, with no context current: each thread's first CUDA call "
-                "was the kernel's, and the runtime makes the primary context current only when a runtime call needs it)\n", i, t[i].rc,
-                t[i].rc == ATTN_UNSUPPORTED ? "ATTN_UNSUPPORTED" : "an error");
+            say(c, "  thread %d: the call returned %d (%s) for a problem the main thread's call took%s\n", i, t[i].rc,
+                t[i].rc == ATTN_UNSUPPORTED ? "ATTN_UNSUPPORTED" : "an error",
+                device ? "" : " (often the driver API, cuTensorMapEncodeTiled or cuLaunchKernel, with no context "
+                "current: on device 0 each thread's first CUDA call was the kernel's, and the runtime makes the "
+                "primary context current only when a runtime call needs it)");
             return LAUNCH_FAILED;
         }
         if (t[i].left != cudaSuccess) {
