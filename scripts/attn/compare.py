@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Compares two benchmark results files, test by test, with their confidence intervals.
 
-    scripts/compare.py A.json B.json [--threshold PERCENT (default 1)] [--allow-different-gpus]
+    scripts/compare.py A.json B.json [--threshold PERCENT (default 1)] [--by time|cudnn]
+                       [--allow-different-gpus]
 
 B against A (A is the reference run): SLOWER when B's whole confidence interval of the
 median lies above A's by more than the threshold, FASTER when below by more, otherwise SAME
-(the difference is within noise or the threshold). Exit status: the number of SLOWER tests
+(the difference is within noise or the threshold). --by time (default) compares the kernel's
+times: right for two runs on one machine (git bisect). --by cudnn compares each test's time
+relative to the cuDNN baseline timed on the same GPU in the same run (its speedup's CI),
+which a slower or faster machine moves far less: two H200s ran unchanged code 2-5 % apart, and
+the ratios at most 3.7 % (results/nvidia_h200/benchmarks/2026-11-28-c44e40d-nightly.md). A test without that ratio in both
+files is compared by time, its row marked so. Exit status: the number of SLOWER tests
 (capped at 100); 2 for bad input. Results from different GPUs are refused unless told.
 A file with backward benchmarks (benchmark/bwd/..., benchmark/fwd_bwd/...) gets a table per
 pass, forward first, and the counts per pass: a backward is only ever compared with the same
@@ -34,6 +40,19 @@ def load(path):
     return doc, timed
 
 
+def relative_time(t):
+    """The test's time / the cuDNN baseline's in its run (from the speedup and its CI) in the
+    shape of a kernel_timing; None when the record has no cuDNN speedup with a CI."""
+    c = (t.get("baselines") or {}).get("cudnn") or {}
+    ci = c.get("speedup_ci")
+    if not c.get("available") or not isinstance(ci, list) or len(ci) != 2 or "speedup" not in c:
+        return None
+    lo, mid, hi = ci[0], c["speedup"], ci[1]
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (lo, mid, hi)):
+        return None
+    return {"ci_lo_ms": 1 / hi, "median_ms": 1 / mid, "ci_hi_ms": 1 / lo}
+
+
 def compare_one(x, y, thr, name):
     """B's timing `y` against A's `x`: prints the row, returns SLOWER, FASTER or SAME."""
     if y["ci_lo_ms"] > x["ci_hi_ms"] * (1 + thr):
@@ -53,6 +72,8 @@ def main():
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--threshold", type=float, default=1.0, help="percent (default 1)")
+    ap.add_argument("--by", choices=("time", "cudnn"), default="time",
+                    help="the kernel's times (default), or its times relative to the same run's cuDNN")
     ap.add_argument("--allow-different-gpus", action="store_true")
     a = ap.parse_args()
     if not (math.isfinite(a.threshold) and 0 <= a.threshold < 100):
@@ -73,16 +94,21 @@ def main():
     for pass_, names in groups:
         mine = {"SAME": 0, "FASTER": 0, "SLOWER": 0}
         print(f"\n### {PASS_TITLES[pass_]} ({pass_})\n" if len(groups) > 1 else "")
-        print("| test | A ms [95% CI] | B ms [95% CI] | B/A | verdict |")
+        unit = "ms" if a.by == "time" else "time / cuDNN's"
+        print(f"| test | A {unit} [95% CI] | B {unit} [95% CI] | B/A | verdict |")
         print("| --- | ---: | ---: | ---: | --- |")
         for name in names:
-            verdict = compare_one(ta[name]["kernel_timing"], tb[name]["kernel_timing"], thr, name)
+            x, y = ta[name]["kernel_timing"], tb[name]["kernel_timing"]
+            rx, ry = (relative_time(ta[name]), relative_time(tb[name])) if a.by == "cudnn" else (None, None)
+            if rx and ry:
+                x, y = rx, ry
+            verdict = compare_one(x, y, thr, name if a.by == "time" or (rx and ry) else f"{name} (ms: no cuDNN ratio)")
             mine[verdict] += 1
             counts[verdict] += 1
         per_pass.append(f"{pass_}: {mine['SAME']} same, {mine['FASTER']} faster, {mine['SLOWER']} slower")
     only = sorted(set(ta) ^ set(tb))
     print(f"\n{counts['SAME']} same, {counts['FASTER']} faster, {counts['SLOWER']} slower "
-          f"(threshold {a.threshold:g} %); {len(only)} tests in only one file"
+          f"(threshold {a.threshold:g} %{'' if a.by == 'time' else ', by the ratio to cuDNN'}); {len(only)} tests in only one file"
           + (f" ({'; '.join(per_pass)})" if len(per_pass) > 1 else ""))
     return min(counts["SLOWER"], 100)
 

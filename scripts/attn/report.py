@@ -57,6 +57,25 @@ def trend_tests(doc):
     return [best[k] for k in sorted(best)]
 
 
+def save_png(fig, path):
+    """A plot in at most 128 colours where Pillow is there (matplotlib needs it): in full colour, a
+    nightly's ~400 points and its legend passed the 150 KB a committed PNG may have."""
+    import io
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=72)
+    try:
+        from PIL import Image
+        buf.seek(0)
+        img = Image.open(buf).convert("RGB").quantize(colors=128)
+        buf = io.BytesIO()
+        img.save(buf, format="PNG", optimize=True)
+    except ImportError:
+        pass
+    with open(path + ".tmp", "wb") as f:
+        f.write(buf.getvalue())
+    os.replace(path + ".tmp", path)
+
+
 def trends(doc, db, out):
     """The trend table's lines (each chosen test's median across the runs in the history
     database on this GPU) and trend.png; [] when the database has no earlier run."""
@@ -84,7 +103,7 @@ def trends(doc, db, out):
         ax.set_ylabel("median time / this run's")
         ax.legend(fontsize=5, ncol=2)
         fig.tight_layout()
-        fig.savefig(os.path.join(out, "trend.png"), dpi=72)
+        save_png(fig, os.path.join(out, "trend.png"))
         plt.close(fig)
         lines += ["", "![trend](trend.png)"]
     except ImportError:
@@ -106,6 +125,7 @@ def plots(doc, peers, out):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
     except ImportError:
         return "plots skipped: matplotlib is not installed"
     tests = [t for t in doc["tests"] if t.get("kernel_timing") and t.get("peaks")]
@@ -116,49 +136,60 @@ def plots(doc, peers, out):
     fig, ax = plt.subplots(figsize=(8, 5.5))
     ai = [10 ** (x / 20) for x in range(-20, 101)]  # 0.1 .. 1e5 FLOP/byte
     ax.plot(ai, [min(peak_f, a * bw * 1e-3) for a in ai], "k-", lw=1.5, label=f"roofline ({peak_f:.0f} TFLOP/s, {bw:.0f} GB/s)")
-    markers = {}
-    for t in tests + [p for p in (peers or []) if p.get("kernel_timing")]:
-        x = t["flops"] / t["bytes"]
-        key = (t["kernel"], workload(t), test_pass(t))
-        if key not in markers:
-            markers[key] = ax.scatter([], [], s=18, label=f"{t['kernel']} {workload(t)}{pass_word(t)}")
-        ax.scatter([x], [t["tflops"]], s=18, color=markers[key].get_facecolor()[0] if len(markers[key].get_facecolor()) else None)
+    # colour: the kernel (and pass); marker: the workload (as the speedup plot)
+    points = tests + [p for p in (peers or []) if p.get("kernel_timing")]
+    who = lambda t: f"{t['kernel']}{pass_word(t)}"
+    colour = {k: f"C{i % 10}" for i, k in enumerate(sorted({who(t) for t in points}))}
+    shape = {w: "osD^v<>ph*"[i % 10] for i, w in enumerate(sorted({workload(t) for t in points}))}
+    for t in points:
+        ax.scatter([t["flops"] / t["bytes"]], [t["tflops"]], s=14, color=colour[who(t)], marker=shape[workload(t)])
+    ax.legend(handles=ax.get_legend_handles_labels()[0] +
+              [Line2D([], [], color=c, marker="o", ls="", label=k) for k, c in colour.items()] +
+              [Line2D([], [], color="gray", marker=m, ls="", label=w) for w, m in shape.items()], fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte, minimum bytes)")
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"{doc['run']['gpu']['name']}, commit {doc['run']['commit']}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "roofline.png"), dpi=72)
+    save_png(fig, os.path.join(out, "roofline.png"))
     plt.close(fig)
 
     series = collections.defaultdict(list)
     for t in tests:
         if workload(t) not in ("full", "causal"):  # the speedup plot's x axis is S = S_q = S_k
             continue
-        b = t["baselines"]
+        b, who, cfg = t["baselines"], f"{t['kernel']}{pass_word(t)}", f"{t['dtype']} d{t['head_dim']} {workload(t)}"
         if "reference" in b:  # a backward's record may lack it (the forward's dense matrix never does)
-            series[(t["kernel"], config(t), "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
+            series[(who, cfg, "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
         if b["cudnn"].get("available"):
-            series[(t["kernel"], config(t), "cuDNN")].append((t["seqlen_q"], b["cudnn"]["speedup"]))
+            series[(who, cfg, "cuDNN")].append((t["seqlen_q"], b["cudnn"]["speedup"]))
+    # colour: the kernel (and pass); marker: dtype and head dim; dashed: causal. A legend entry
+    # per series grew past the plot with four kernels' 32 series.
+    kernels = sorted({k for k, _, _ in series})
+    colour = {k: f"C{i % 10}" for i, k in enumerate(kernels)}
+    marker = {st: "osD^v<>ph*"[i % 10] for i, st in enumerate(sorted({cfg.rsplit(" ", 1)[0] for _, cfg, _ in series}))}
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharex=True)
     for ax, base in zip(axes, ("reference", "cuDNN")):
         for (kernel, cfg, b), pts in sorted(series.items()):
             if b != base:
                 continue
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"{kernel} {cfg}")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour[kernel], lw=0.9,
+                    ls="--" if cfg.endswith(" causal") else "-", marker=marker[cfg.rsplit(" ", 1)[0]], ms=3)
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("S (seqlen_q = seqlen_k)")
         ax.set_ylabel(f"speedup vs {base}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "speedup.png"), dpi=72)
+    keys = ([Line2D([], [], color=colour[k], lw=2, label=k) for k in kernels] +
+            [Line2D([], [], color="gray", marker=m, ls="", label=st) for st, m in marker.items()] +
+            [Line2D([], [], color="gray", ls=ls, label=w) for w, ls in (("full", "-"), ("causal", "--"))])
+    fig.tight_layout(rect=(0, 0, 0.86, 1))
+    fig.legend(handles=keys, loc="center right", fontsize=7)
+    save_png(fig, os.path.join(out, "speedup.png"))
     plt.close(fig)
     return None
 

@@ -9,6 +9,7 @@ and a queryable history.
     scripts/results.py db [--db PATH]        # build the SQLite history (default build/results.sqlite)
     scripts/results.py history TEST [--gpu G] [--db PATH]   # one benchmark across commits
     scripts/results.py latest [--db PATH]    # the latest run of each kind per GPU
+    scripts/results.py previous NEW FILE...  # the run NEW is compared with (scripts/nightly.sh)
 
 The database is built from the tree, never committed (.gitignore); `sqlite3 build/results.sqlite`
 answers other questions (tables files, runs, tests; view latest)."""
@@ -18,7 +19,7 @@ import os
 import sys
 
 from attn import ROOT, store
-from attn.schema import BadInput, _parse_json, fail, load_results
+from attn.schema import BadInput, _parse_json, fail, load_results, results_or_none
 
 PROG = "results"
 
@@ -97,6 +98,33 @@ def cmd_merge(a):
     return 0
 
 
+def _timed(doc):
+    return {t["test"] for t in doc["tests"] if t.get("kernel_timing")}
+
+
+def cmd_previous(a):
+    """Of the earlier runs among FILE..., the one timing the most of NEW's timed tests (the
+    latest of those): a partial run (one kernel, one test) committed after a whole one must not
+    become the reference a regression is judged against. Prints its path and how many tests it
+    shares; nothing when no earlier run shares one. Damaged files are passed over."""
+    need = {"run": ["date"], "test": ["test"]}
+    new = load_results(a.new, PROG, **need)
+    names, best = _timed(new), None
+    for path in a.files:
+        if os.path.abspath(path) == os.path.abspath(a.new):
+            continue
+        doc = results_or_none(path, **need)
+        if doc is None or doc["run"]["date"] >= new["run"]["date"]:
+            continue
+        key = (len(names & _timed(doc)), doc["run"]["date"])
+        if key[0] and (best is None or key > best[0]):
+            best = (key, path)
+    if best:
+        print(best[1])
+        print(f"{PROG}: {best[1]} times {best[0][0]} of the {len(names)} timed tests of {a.new}", file=sys.stderr)
+    return 0
+
+
 def cmd_db(a):
     os.makedirs(os.path.dirname(os.path.abspath(a.db)), exist_ok=True)
     n_files, n_runs, n_tests = store.build_history(a.results, a.db, untracked=True)
@@ -154,6 +182,10 @@ def main(argv=None):
     p.add_argument("out", help="the file to write, e.g. results/<gpu>/benchmarks/<date>-<commit>.json")
     p.add_argument("parts", nargs="+", help="the parts' results files")
     p.set_defaults(fn=cmd_merge)
+    p = sub.add_parser("previous", help="the earlier run a new one is compared with")
+    p.add_argument("new", help="the new run's results file")
+    p.add_argument("files", nargs="*", help="the candidates (the GPU's benchmarks folder's results files)")
+    p.set_defaults(fn=cmd_previous)
     db_default = os.environ.get("ATTN_RESULTS_DB", os.path.join(ROOT, "build", "results.sqlite"))
     for name, fn, hlp in (("db", cmd_db, "build the SQLite history"),
                           ("history", cmd_history, "one benchmark test across commits"),

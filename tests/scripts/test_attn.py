@@ -247,6 +247,29 @@ class Tree(unittest.TestCase):
         self.assertIn("benchmark/k/fp16/d64/full/s4 is in", r.stderr)
         self.assertFalse(os.path.exists(out))
 
+    def test_previous(self):
+        """results.py previous: the earlier run timing the most of the new run's tests, the latest
+        of those; a later partial run (one test) is never the one; nothing when none is earlier."""
+        def run(name, date, keep):
+            doc = json.loads(fixture(name))
+            doc["run"]["date"] = date
+            doc["tests"] = [t for t in doc["tests"] if keep(t["test"])]
+            path = os.path.join(self.dir, f"{date[:13]}-{len(doc['tests'])}.json")
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            return path
+        both = lambda n: True  # noqa: E731
+        new = run("run_a.json", "2026-01-05T00:00:00Z", both)
+        whole_old = run("run_a.json", "2026-01-02T00:00:00Z", both)
+        whole = run("run_a.json", "2026-01-03T00:00:00Z", both)
+        partial = run("run_a.json", "2026-01-04T00:00:00Z", lambda n: "causal" in n)
+        later = run("run_a.json", "2026-01-06T00:00:00Z", both)
+        other = run("run_b.json", "2026-01-04T12:00:00Z", lambda n: "decode" in n)
+        previous = lambda *c: script("results", "previous", new, *c)  # noqa: E731
+        self.assertEqual(previous(partial, whole_old, whole, later, other, new)[:2], (0, whole + "\n"))
+        self.assertEqual(previous(partial, other)[:2], (0, partial + "\n"))
+        self.assertEqual(previous(later, other, os.path.join(self.dir, "absent.json"))[:2], (0, ""))
+
     def test_gzip(self):
         """A compact document over 150 KB is committed as .json.gz; every reader takes it."""
         path = self.put("benchmarks/2026-01-03-ccccccc.json", fixture("run_b.json"))
@@ -289,6 +312,36 @@ class Tree(unittest.TestCase):
         self.assertIn("**Trend**", text)
         self.assertIn("aaaaaaa: ", text)
 
+
+    def test_report_plots_fit(self):
+        """A nightly's plots (four kernels' ~400 benchmarks, random points) stay under the size a
+        committed PNG may have (results/README.md); in full colour the speedup plot did not."""
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("matplotlib is not installed")
+        import random
+        rng = random.Random(7)
+        doc = json.loads(fixture("run_a.json"))
+        t0, doc["tests"] = doc["tests"][0], []
+        for k in ("cudnn", "flash2", "hopper", "simple"):
+            for dtype in ("fp16", "bf16"):
+                for d in (64, 128):
+                    for mask in ("full", "causal"):
+                        for s in (4, 32, 128, 512, 1024, 2048, 4096, 8192, 16384, 65536, 131072, 262144):
+                            t = json.loads(json.dumps(t0))
+                            t.update(test=f"benchmark/{k}/{dtype}/d{d}/{mask}/s{s}", kernel=k, dtype=dtype, head_dim=d,
+                                     causal=mask == "causal", seqlen_q=s, seqlen_k=s, tflops=rng.uniform(0.1, 600),
+                                     flops=s * s * d * 4.0, bytes=s * d * 8.0)
+                            t["baselines"] = {"reference": {"speedup": rng.uniform(0.05, 20)},
+                                              "cudnn": {"available": True, "speedup": rng.uniform(0.01, 8)}}
+                            doc["tests"].append(t)
+        path, out = os.path.join(self.dir, "big.json"), os.path.join(self.dir, "plots")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        self.assertEqual(script("report", path, "--out", out)[0], 0)
+        for name in ("roofline.png", "speedup.png"):
+            self.assertLess(os.path.getsize(os.path.join(out, name)), store.MAX_BYTES["png"], name)
 
 def script(name, *args):
     """Runs scripts/<name>.py; returns (exit status, stdout, stderr)."""
