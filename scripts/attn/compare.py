@@ -10,8 +10,9 @@ median lies above A's by more than the threshold, FASTER when below by more, oth
 times: right for two runs on one machine (git bisect). --by cudnn compares each test's time
 relative to the cuDNN baseline timed on the same GPU in the same run (its speedup's CI),
 which a slower or faster machine moves far less: two H200s ran unchanged code 2-5 % apart, and
-the ratios at most 3.7 % (results/nvidia_h200/benchmarks/2026-11-28-c44e40d-nightly.md). A test without that ratio in both
-files is compared by time, its row marked so. Exit status: the number of SLOWER tests
+the ratios at most 3.7 % (results/nvidia_h200/benchmarks/2026-11-28-c44e40d-nightly.md). A test
+without that ratio in both files, or whose two runs timed different cuDNN versions, is compared
+by time, its row marked so. Exit status: the number of SLOWER tests
 (capped at 100); 2 for bad input. Results from different GPUs are refused unless told.
 A file with backward benchmarks (benchmark/bwd/..., benchmark/fwd_bwd/...) gets a table per
 pass, forward first, and the counts per pass: a backward is only ever compared with the same
@@ -99,10 +100,15 @@ def main():
         print("| --- | ---: | ---: | ---: | --- |")
         for name in names:
             x, y = ta[name]["kernel_timing"], tb[name]["kernel_timing"]
-            rx, ry = (relative_time(ta[name]), relative_time(tb[name])) if a.by == "cudnn" else (None, None)
-            if rx and ry:
-                x, y = rx, ry
-            verdict = compare_one(x, y, thr, name if a.by == "time" or (rx and ry) else f"{name} (ms: no cuDNN ratio)")
+            label = name
+            if a.by == "cudnn":
+                rx, ry = relative_time(ta[name]), relative_time(tb[name])
+                vx, vy = (t["baselines"]["cudnn"].get("version") if r else None for t, r in ((ta[name], rx), (tb[name], ry)))
+                if rx and ry and vx == vy:
+                    x, y = rx, ry
+                else:  # another cuDNN moves every kernel's ratio: the times then
+                    label += f" (ms: cuDNN {vx} -> {vy})" if rx and ry else " (ms: no cuDNN ratio)"
+            verdict = compare_one(x, y, thr, label)
             mine[verdict] += 1
             counts[verdict] += 1
         per_pass.append(f"{pass_}: {mine['SAME']} same, {mine['FASTER']} faster, {mine['SLOWER']} slower")
