@@ -116,8 +116,9 @@ def pass_word(t):
     return "" if test_pass(t) == "fwd" else f" {test_pass(t)}"
 
 
-def config(t):
-    return f"{t['dtype']} d{t['head_dim']} {workload(t)}{pass_word(t)}"
+def kernel_pass(t):
+    """The plots' colour key: the kernel, and its pass unless the forward."""
+    return f"{t['kernel']}{pass_word(t)}"
 
 
 def plots(doc, peers, out):
@@ -138,11 +139,10 @@ def plots(doc, peers, out):
     ax.plot(ai, [min(peak_f, a * bw * 1e-3) for a in ai], "k-", lw=1.5, label=f"roofline ({peak_f:.0f} TFLOP/s, {bw:.0f} GB/s)")
     # colour: the kernel (and pass); marker: the workload (as the speedup plot)
     points = tests + [p for p in (peers or []) if p.get("kernel_timing")]
-    who = lambda t: f"{t['kernel']}{pass_word(t)}"
-    colour = {k: f"C{i % 10}" for i, k in enumerate(sorted({who(t) for t in points}))}
+    colour = {k: f"C{i % 10}" for i, k in enumerate(sorted({kernel_pass(t) for t in points}))}
     shape = {w: "osD^v<>ph*"[i % 10] for i, w in enumerate(sorted({workload(t) for t in points}))}
     for t in points:
-        ax.scatter([t["flops"] / t["bytes"]], [t["tflops"]], s=14, color=colour[who(t)], marker=shape[workload(t)])
+        ax.scatter([t["flops"] / t["bytes"]], [t["tflops"]], s=14, color=colour[kernel_pass(t)], marker=shape[workload(t)])
     ax.legend(handles=ax.get_legend_handles_labels()[0] +
               [Line2D([], [], color=c, marker="o", ls="", label=k) for k, c in colour.items()] +
               [Line2D([], [], color="gray", marker=m, ls="", label=w) for w, m in shape.items()], fontsize=7)
@@ -160,7 +160,7 @@ def plots(doc, peers, out):
     for t in tests:
         if workload(t) not in ("full", "causal"):  # the speedup plot's x axis is S = S_q = S_k
             continue
-        b, who, cfg = t["baselines"], f"{t['kernel']}{pass_word(t)}", f"{t['dtype']} d{t['head_dim']} {workload(t)}"
+        b, who, cfg = t["baselines"], kernel_pass(t), f"{t['dtype']} d{t['head_dim']} {workload(t)}"
         if "reference" in b:  # a backward's record may lack it (the forward's dense matrix never does)
             series[(who, cfg, "reference")].append((t["seqlen_q"], b["reference"]["speedup"]))
         if b["cudnn"].get("available"):
